@@ -1,0 +1,94 @@
+"""`gpuprinciples bench`: every reference solution against PyTorch's best paths, on this GPU.
+
+For each exercise that declares a `Timing` and a `solution`: make the large timing inputs on the
+GPU, check the solution against the exercise's reference there, then time the solution and every
+baseline (eager, torch.compile, library kernels) interleaved in one run. Printed as a table with
+achieved bandwidth against the copy ceiling measured in the same session, TFLOP/s where the
+exercise counts FLOPs, and the speedup over each baseline with its 95 % interval.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import torch
+
+
+def _load(spec: str):
+    module, name = spec.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def bench_exercise(ex, ceilings, budget_s: float = 2.0) -> dict:
+    from . import timing
+
+    spec = ex.timing
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    args = spec.inputs(gen, "cuda")
+    solution = _load(ex.solution)
+    out = solution(*args)
+    want = ex.reference(*args)
+    err = ((out.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30)).item()
+    del want
+    fns = {"solution": solution, **spec.baselines}
+    comparison = timing.compare(fns, args=args, device="cuda", budget_s=budget_s)
+    least_bytes, flops = spec.min_bytes(args), spec.flops(args)
+    rows = {}
+    for name, t in comparison.timings.items():
+        row = {"median_ms": t.median * 1e3, "spread": t.spread,
+               "bandwidth_TBps": least_bytes / t.median / 1e12,
+               "of_copy_ceiling": least_bytes / t.median / ceilings.copy_bandwidth}
+        if flops:
+            row["TFLOPps"] = flops / t.median / 1e12
+        if name != "solution":
+            s = comparison.speedup("solution", name)
+            row["solution_speedup"] = [s.ratio, s.ci_low, s.ci_high]
+        rows[name] = row
+    return {"exercise": ex.id, "relative_error": err, "rounds": len(comparison.rounds), "rows": rows}
+
+
+def _print(result: dict) -> None:
+    print(f"\n{result['exercise']}  (relative error of the solution {result['relative_error']:.1e}, "
+          f"{result['rounds']} interleaved rounds)")
+    print(f"  {'':<18}{'median':>11}{'TB/s':>8}{'of copy':>9}{'TFLOP/s':>9}   solution speedup [95% CI]")
+    for name, row in result["rows"].items():
+        tflops = f"{row['TFLOPps']:.0f}" if "TFLOPps" in row else "-"
+        speed = "-"
+        if "solution_speedup" in row:
+            r, lo, hi = row["solution_speedup"]
+            speed = f"{r:.2f}x [{lo:.2f}, {hi:.2f}]"
+        print(f"  {name:<18}{row['median_ms']:>9.3f}ms{row['bandwidth_TBps']:>8.2f}{row['of_copy_ceiling']:>9.0%}"
+              f"{tflops:>9}   {speed}")
+
+
+def main(json_output: bool = False, only: str | None = None) -> int:
+    from . import exercises, hardware, runtime
+
+    if not runtime.HAS_CUDA:
+        print("gpuprinciples bench needs a GPU: timings on a CPU (under the Triton interpreter) say nothing "
+              "about GPU speed. Run it on a machine with a CUDA GPU.", file=sys.stderr)
+        return 1
+    wanted = set(only.split(",")) if only else None
+    ceilings = hardware.ceilings()
+    if not json_output:
+        print(f"{torch.cuda.get_device_name()}: {ceilings}")
+    results = []
+    for ex in exercises.all_exercises().values():
+        if getattr(ex, "timing", None) is None or getattr(ex, "solution", None) is None:
+            continue
+        if wanted and ex.id not in wanted:
+            continue
+        try:
+            result = bench_exercise(ex, ceilings)
+        except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
+            result = {"exercise": ex.id, "error": f"{type(exc).__name__}: {exc}"}
+        results.append(result)
+        if not json_output:
+            _print(result) if "error" not in result else print(f"\n{ex.id}: FAILED ({result['error']})")
+        torch.cuda.empty_cache()
+    if json_output:
+        print(json.dumps({"device": torch.cuda.get_device_name(), "ceilings": ceilings.__dict__,
+                          "results": results}, indent=2, default=str))
+    return 0 if all("error" not in r for r in results) else 1

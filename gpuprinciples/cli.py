@@ -1,0 +1,125 @@
+"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench.
+
+Exit codes of `grade` (a public contract): 0 passed, 1 not passed (failed, not attempted or an
+error in the learner's code), 2 a usage error (unknown exercise, unreadable file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def _doctor(args) -> int:
+    from . import runtime
+    info = runtime.describe()
+    problem = runtime.self_test()
+    info["self_test"] = problem or "ok"
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 1 if problem else 0
+    width = max(map(len, info))
+    for key, value in info.items():
+        print(f"{key:>{width}}  {value}")
+    print()
+    if runtime.HAS_CUDA:
+        print("GPU mode: kernels are compiled for this GPU; checks time them against PyTorch.")
+    else:
+        print("CPU mode: no CUDA GPU is visible, so Triton kernels run under Triton's interpreter.\n"
+              "Every lesson runs; checks grade correctness and counted bytes/launches, not speed.")
+    if problem:
+        print(f"\nPROBLEM: {problem}")
+        return 1
+    print("The course can run here.")
+    return 0
+
+
+def _grade(args) -> int:
+    from . import exercises
+    from .grading import grade
+    from .submission import SubmissionError, from_path
+    try:
+        exercises.get(args.exercise)
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 2
+    try:
+        submission = from_path(args.submission)
+    except SubmissionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = grade(args.exercise, submission, timeout=args.timeout)
+    print(report.to_json() if args.json else report)
+    return 0 if report.passed else 1
+
+
+def _release(args) -> int:
+    from .notebooks import release
+    changed = release(args.solutions, args.lessons, check=args.check)
+    if args.check:
+        if changed:
+            print("lessons/ is stale; run `gpuprinciples release`. Out of date: " + ", ".join(changed))
+            return 1
+        print("lessons/ is up to date.")
+        return 0
+    for path in changed:
+        print(f"wrote {path}")
+    return 0
+
+
+def _ceilings(args) -> int:
+    from . import hardware, runtime
+    if not runtime.HAS_CUDA:
+        c = hardware.measure_cpu_ceilings()
+        print("No GPU here: this CPU's ceilings (CPU figures, not a GPU's):")
+    else:
+        c = hardware.ceilings(refresh=args.refresh)
+    print(json.dumps(c.as_dict() if hasattr(c, "as_dict") else c.__dict__, indent=2, default=str))
+    return 0
+
+
+def _bench(args) -> int:
+    from .bench import main as bench_main
+    return bench_main(json_output=args.json, only=args.only)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="gpuprinciples", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("doctor", help="what this machine is, and whether the course can run")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_doctor)
+
+    p = sub.add_parser("grade", help="grade FILE.py:FUNCTION against an exercise")
+    p.add_argument("exercise", help="exercise id, e.g. fusion.cos_cos")
+    p.add_argument("submission", help="FILE.py:FUNCTION")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--timeout", type=float, default=None, help="seconds before the check is stopped")
+    p.set_defaults(func=_grade)
+
+    p = sub.add_parser("release", help="write lessons/ from solutions/")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if lessons/ is stale")
+    p.add_argument("--solutions", default="solutions")
+    p.add_argument("--lessons", default="lessons")
+    p.set_defaults(func=_release)
+
+    p = sub.add_parser("ceilings", help="measure this GPU's copy bandwidth and matmul rates")
+    p.add_argument("--refresh", action="store_true")
+    p.set_defaults(func=_ceilings)
+
+    p = sub.add_parser("bench", help="time every reference solution against PyTorch's best path (GPU)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--only", default=None, help="comma-separated exercise ids")
+    p.set_defaults(func=_bench)
+
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+"""Measuring work without a clock.
+
+    with counters.record() as rec:
+        y = my_kernel(x)
+    rec.load_bytes, rec.store_bytes, rec.triton_launches, rec.torch_compute_ops, ...
+
+What is counted, and where:
+
+* Triton launches: every kernel launch, on a GPU and under the interpreter.
+* Triton bytes: under the interpreter only, every lane of every load and store that its mask
+  leaves on, times the element size. Masked-off lanes are not counted: they move no memory.
+  Re-reading the same element counts again: a cache may soften that on a GPU, but the first-
+  principles budget is "read each input once, write each output once".
+* PyTorch operators called by the code (outside Triton launches), through a dispatch mode:
+  allocations and views are free; copies and fills are data movement (their bytes are counted);
+  everything else is compute that a kernel exercise must not hand to PyTorch.
+* FLOPs of matrix operators by dtype (for "are the matmuls in bf16?"), and the largest tensor
+  created (for "no N×N intermediate").
+* Bytes saved for backward, with `record(saved=True)`.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import runtime
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch operators: which are free, which move data, the rest compute
+# ---------------------------------------------------------------------------------------------
+
+FREE_OPS = frozenset({
+    # allocation
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted",
+    # views and metadata
+    "view", "_unsafe_view", "as_strided", "expand", "permute", "transpose", "t", "squeeze",
+    "unsqueeze", "slice", "select", "split", "split_with_sizes", "unbind", "alias", "detach",
+    "lift_fresh", "view_as_real", "view_as_complex", "unfold", "diagonal", "movedim",
+    "_reshape_alias", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_same_size",
+    "_local_scalar_dense", "set_", "resize_", "record_stream", "_has_compatible_shallow_copy_type",
+})
+MOVEMENT_OPS = frozenset({
+    "clone", "copy_", "_to_copy", "contiguous", "fill_", "zero_", "zeros", "zeros_like", "ones",
+    "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "_copy_from",
+    "_copy_from_and_resize", "lift_fresh_copy", "cat", "stack", "index_select", "masked_fill_",
+})
+MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm", "matmul", "linear", "convolution",
+                        "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                        "_scaled_dot_product_cudnn_attention", "_scaled_mm"})
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
+def _tensors(tree):
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif isinstance(tree, (list, tuple)):
+        for item in tree:
+            yield from _tensors(item)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            yield from _tensors(item)
+
+
+# ---------------------------------------------------------------------------------------------
+# The recording
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class KernelLaunch:
+    name: str
+    grid: tuple
+    load_bytes: int = 0
+    store_bytes: int = 0
+
+
+@dataclass
+class Access:
+    """One load or store of one program, for drawing what a kernel touches."""
+
+    kernel: str
+    program: tuple
+    op: str  # "load" or "store"
+    addresses: np.ndarray  # byte addresses of the lanes the mask left on
+    itemsize: int
+
+
+@dataclass
+class Recording:
+    trace: bool = False
+    launches: list[KernelLaunch] = field(default_factory=list)
+    load_bytes: int = 0
+    store_bytes: int = 0
+    torch_ops: Counter = field(default_factory=Counter)
+    torch_compute_ops: Counter = field(default_factory=Counter)
+    torch_bytes: int = 0
+    largest_new_numel: int = 0
+    flops_by_dtype: Counter = field(default_factory=Counter)
+    saved_bytes: int = 0
+    accesses: list[Access] = field(default_factory=list)
+
+    @property
+    def triton_launches(self) -> int:
+        return len(self.launches)
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return [k.name for k in self.launches]
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.load_bytes + self.store_bytes + self.torch_bytes
+
+    def as_dict(self) -> dict:
+        return {
+            "triton_launches": self.triton_launches,
+            "kernel_names": self.kernel_names,
+            "load_bytes": self.load_bytes,
+            "store_bytes": self.store_bytes,
+            "torch_ops": dict(self.torch_ops),
+            "torch_compute_ops": dict(self.torch_compute_ops),
+            "torch_bytes": self.torch_bytes,
+            "largest_new_numel": self.largest_new_numel,
+            "flops_by_dtype": dict(self.flops_by_dtype),
+            "saved_bytes": self.saved_bytes,
+            "bytes_counted": runtime.INTERPRETER,
+        }
+
+    def summary(self) -> str:
+        parts = [f"{self.triton_launches} Triton launch(es)"]
+        if runtime.INTERPRETER:
+            parts.append(f"loads {self.load_bytes:,} B, stores {self.store_bytes:,} B")
+        if self.torch_compute_ops:
+            parts.append("PyTorch compute: " + ", ".join(f"{k}×{v}" for k, v in self.torch_compute_ops.items()))
+        if self.torch_bytes:
+            parts.append(f"PyTorch data movement {self.torch_bytes:,} B")
+        return "; ".join(parts)
+
+
+_state = threading.local()
+
+
+def _active() -> list[Recording]:
+    if not hasattr(_state, "stack"):
+        _state.stack = []
+        _state.in_triton = 0
+    return _state.stack
+
+
+# ---------------------------------------------------------------------------------------------
+# Hooks into Triton (installed once, idle unless a recording is active)
+# ---------------------------------------------------------------------------------------------
+
+
+def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
+    op = "store" if "store" in method_name else "load"
+
+    @functools.wraps(original)
+    def counted(self, *args, **kwargs):
+        stack = _active()
+        if stack:
+            ptrs = args[ptr_index]
+            itemsize = max(ptrs.dtype.element_ty.primitive_bitwidth // 8, 1)
+            addresses = np.asarray(ptrs.data).reshape(-1)
+            if mask_index >= 0 and args[mask_index] is not None:
+                on = np.broadcast_to(np.asarray(args[mask_index].data, dtype=bool),
+                                     np.asarray(ptrs.data).shape).reshape(-1)
+                addresses = addresses[on]
+            nbytes = int(addresses.size) * itemsize
+            if "atomic" in method_name:  # read-modify-write moves the bytes both ways
+                op_bytes = {"load": nbytes, "store": nbytes}
+            else:
+                op_bytes = {op: nbytes}
+            builder = runtime.interpreter_module().interpreter_builder
+            for rec in stack:
+                rec.load_bytes += op_bytes.get("load", 0)
+                rec.store_bytes += op_bytes.get("store", 0)
+                if rec.launches:
+                    rec.launches[-1].load_bytes += op_bytes.get("load", 0)
+                    rec.launches[-1].store_bytes += op_bytes.get("store", 0)
+                if rec.trace:
+                    name = rec.launches[-1].name if rec.launches else "?"
+                    rec.accesses.append(Access(name, tuple(builder.grid_idx), op, addresses.copy(), itemsize))
+        return original(self, *args, **kwargs)
+
+    return counted
+
+
+def _note_launch(name: str, grid) -> None:
+    for rec in _active():
+        rec.launches.append(KernelLaunch(name, tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)))
+
+
+def _install_interpreter_hooks() -> None:
+    interp = runtime.interpreter_module()
+    builder_cls = interp.InterpreterBuilder
+    for name, (ptr_i, mask_i) in runtime.interpreter_memory_methods().items():
+        original = getattr(builder_cls, name, None)
+        if original is not None and not getattr(original, "_gp_counted", False):
+            wrapped = _count_memory(name, ptr_i, mask_i, original)
+            wrapped._gp_counted = True
+            setattr(builder_cls, name, wrapped)
+
+    grid_call = interp.GridExecutor.__call__
+    if getattr(grid_call, "_gp_counted", False):
+        return
+
+    @functools.wraps(grid_call)
+    def launch(self, *args, **kwargs):
+        _active()
+        if _state.stack:
+            grid = self.grid if not callable(self.grid) else "dynamic"
+            _note_launch(getattr(self.fn, "__name__", "kernel"), grid)
+        _state.in_triton += 1  # the interpreter copies tensors with PyTorch ops: not the learner's
+        try:
+            return grid_call(self, *args, **kwargs)
+        finally:
+            _state.in_triton -= 1
+
+    launch._gp_counted = True
+    interp.GridExecutor.__call__ = launch
+
+
+def _install_gpu_hooks() -> None:
+    from triton.runtime.jit import JITFunction
+
+    run = JITFunction.run
+    if getattr(run, "_gp_counted", False):
+        return
+
+    @functools.wraps(run)
+    def launch(self, *args, grid, warmup, **kwargs):
+        if not warmup and _active():
+            _note_launch(getattr(self.fn, "__name__", "kernel"), grid if not callable(grid) else "dynamic")
+        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    launch._gp_counted = True
+    JITFunction.run = launch
+
+
+def install() -> None:
+    if runtime.triton is None:  # pragma: no cover
+        return
+    if runtime.INTERPRETER:
+        _install_interpreter_hooks()
+    else:
+        _install_gpu_hooks()
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch operators
+# ---------------------------------------------------------------------------------------------
+
+
+def _matmul_flops(func, args, kwargs, out) -> int:
+    try:
+        from torch.utils.flop_counter import flop_registry
+        counter = flop_registry.get(func.overloadpacket)
+        if counter is None:
+            return 0
+        return int(counter(*args, **kwargs, out_val=out))
+    except Exception:  # noqa: BLE001 - an op the flop counter does not know costs no FLOPs here
+        return 0
+
+
+class _OpRecorder(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        stack = _active()
+        if not stack or _state.in_triton:
+            return out
+        name = func.overloadpacket.__name__
+        inputs = list(_tensors(args)) + list(_tensors(kwargs))
+        outputs = list(_tensors(out))
+        is_free = name in FREE_OPS
+        moved = 0 if is_free else sum(map(_nbytes, inputs)) + sum(map(_nbytes, outputs))
+        if name in ("fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
+                    "new_zeros", "new_ones", "new_full"):
+            moved = sum(map(_nbytes, outputs))  # a fill writes, it reads nothing
+        input_storages = {t.untyped_storage().data_ptr() for t in inputs if t.device.type != "meta"}
+        new_numel = max((t.numel() for t in outputs
+                         if t.device.type == "meta" or t.untyped_storage().data_ptr() not in input_storages),
+                        default=0)
+        flops = _matmul_flops(func, args, kwargs, out) if name in MATMUL_OPS else 0
+        dtype = str(inputs[0].dtype).replace("torch.", "") if inputs else "?"
+        for rec in stack:
+            rec.torch_ops[name] += 1
+            if not is_free and name not in MOVEMENT_OPS:
+                rec.torch_compute_ops[name] += 1
+            rec.torch_bytes += moved
+            rec.largest_new_numel = max(rec.largest_new_numel, new_numel)
+            if flops:
+                rec.flops_by_dtype[dtype] += flops
+        return out
+
+
+@contextmanager
+def record(trace: bool = False, saved: bool = False, torch_ops: bool = True):
+    """Count what the code in the block does. `trace=True` keeps every access (for drawing);
+    `saved=True` counts the bytes autograd saves for backward."""
+    rec = Recording(trace=trace)
+    stack = _active()
+    stack.append(rec)
+    mode = _OpRecorder() if torch_ops else None
+    seen_storages: set[int] = set()
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr() if t.device.type != "meta" else id(t)
+        if key not in seen_storages:
+            seen_storages.add(key)
+            rec.saved_bytes += t.untyped_storage().nbytes() if t.device.type != "meta" else _nbytes(t)
+        return t
+
+    try:
+        if saved:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                if mode is not None:
+                    with mode:
+                        yield rec
+                else:
+                    yield rec
+        elif mode is not None:
+            with mode:
+                yield rec
+        else:
+            yield rec
+    finally:
+        stack.remove(rec)
+
+
+def touched(rec: Recording, tensor: torch.Tensor, kernel: str | None = None):
+    """Per program, which elements of `tensor` a traced run loaded and stored.
+
+    Returns {program: {"load": flat element indices, "store": ...}} for a recording made with
+    `record(trace=True)`. Addresses outside the tensor are ignored (they belong to others).
+    """
+    start = tensor.untyped_storage().data_ptr() + tensor.storage_offset() * tensor.element_size()
+    end = start + tensor.numel() * tensor.element_size()
+    result: dict = {}
+    for acc in rec.accesses:
+        if kernel is not None and acc.kernel != kernel:
+            continue
+        inside = acc.addresses[(acc.addresses >= start) & (acc.addresses < end)]
+        if inside.size == 0:
+            continue
+        elems = ((inside - start) // acc.itemsize).astype(np.int64)
+        slot = result.setdefault(acc.program, {"load": [], "store": []})
+        slot[acc.op].append(elems)
+    return {p: {op: (np.concatenate(v) if v else np.zeros(0, np.int64)) for op, v in d.items()}
+            for p, d in result.items()}
+
+
+install()

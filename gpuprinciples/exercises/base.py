@@ -1,0 +1,327 @@
+"""Exercises declared as data.
+
+An exercise says what a learner must write and how it is judged; the grader (`grading.py`)
+does the judging. Nothing here runs learner code.
+
+Two kinds:
+
+* `FunctionExercise`: the learner writes a function. The grader draws `Case`s (fresh inputs with
+  a secret seed), computes the `reference` in its own process, runs the learner function in a child
+  process under the counters, compares, checks the `requirements`, and on a GPU times it against
+  the `Timing` baselines.
+* `ValueExercise`: the learner computes a number or picks an answer (a prediction, an arithmetic
+  intensity, a bound). Graded in the notebook's own process: nothing of the learner's runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+# ---------------------------------------------------------------------------------------------
+# Cases
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One trial: the arguments the learner function is called with.
+
+    `args` are built in the grader's process on the CPU and moved to the grading device in the
+    child. `decoy` has the same shapes and other values: it is called first (warm-up, autotuning,
+    and a function that caches its last answer then returns the wrong one).
+    """
+
+    label: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    decoy: tuple | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Tolerances: per output dtype. float32 is held to 1e-5 (the contract says no looser than 1e-4).
+# ---------------------------------------------------------------------------------------------
+
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {  # dtype -> (rtol, atol)
+    torch.float64: (1e-9, 1e-12),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Requirements: what the counters must show. Each returns None when met, else a sentence.
+# `counts` is the dict a `counters.Recording` turns into (see counters.py for the keys).
+# ---------------------------------------------------------------------------------------------
+
+
+class Requirement:
+    """A rule about how the answer was computed, judged from the counters of one case."""
+
+    #: checked only in these modes ("cpu" = under the Triton interpreter, "gpu")
+    modes: tuple[str, ...] = ("cpu", "gpu")
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def evaluate(self, counts: dict, case: Case) -> str | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class LaunchesTriton(Requirement):
+    """At least one Triton kernel must run: the point of the exercise is to write one."""
+
+    def describe(self) -> str:
+        return "launches a Triton kernel"
+
+    def evaluate(self, counts, case):
+        if counts["triton_launches"] == 0:
+            return "no Triton kernel was launched: the work must be done in a @triton.jit kernel"
+        return None
+
+
+@dataclass(frozen=True)
+class MaxLaunches(Requirement):
+    """At most `n` Triton launches per call (fusion means one)."""
+
+    n: int = 1
+
+    def describe(self) -> str:
+        return f"at most {self.n} kernel launch{'es' if self.n != 1 else ''}"
+
+    def evaluate(self, counts, case):
+        k = counts["triton_launches"]
+        if k > self.n:
+            names = ", ".join(counts.get("kernel_names", [])) or "?"
+            return (f"{k} Triton launches per call ({names}); at most {self.n} allowed: "
+                    f"every extra launch sends the data back to memory and reads it again")
+        return None
+
+
+@dataclass(frozen=True)
+class NoTorchCompute(Requirement):
+    """No PyTorch operator may do the arithmetic: allocations and views only."""
+
+    def describe(self) -> str:
+        return "no PyTorch compute (allocations and views only)"
+
+    def evaluate(self, counts, case):
+        ops = counts["torch_compute_ops"]
+        if ops:
+            listed = ", ".join(f"{name} ×{n}" for name, n in sorted(ops.items()))
+            return f"PyTorch operators did work that the kernel must do: {listed}"
+        return None
+
+
+@dataclass(frozen=True)
+class BytesWithin(Requirement):
+    """Bytes moved (Triton loads + stores, plus any PyTorch copies) ≤ factor × the minimum.
+
+    `minimum(case)` is the fewest bytes a correct kernel must move: every input element read
+    once and every output element written once. Counted under the interpreter only, where each
+    masked-on lane of each load and store is seen.
+    """
+
+    minimum: Callable[[Case], int]
+    factor: float = 1.1
+    modes: tuple[str, ...] = ("cpu",)
+
+    def describe(self) -> str:
+        return f"moves at most {self.factor:g} × the minimum bytes"
+
+    def evaluate(self, counts, case):
+        moved = counts["load_bytes"] + counts["store_bytes"] + counts["torch_bytes"]
+        least = self.minimum(case)
+        if moved > self.factor * least:
+            return (f"moved {_fmt_bytes(moved)} where {_fmt_bytes(least)} is the minimum "
+                    f"({moved / least:.2f}×, at most {self.factor:g}× allowed) in case {case.label}: "
+                    f"loads {_fmt_bytes(counts['load_bytes'])}, stores {_fmt_bytes(counts['store_bytes'])}"
+                    + (f", PyTorch copies {_fmt_bytes(counts['torch_bytes'])}" if counts["torch_bytes"] else ""))
+        return None
+
+
+@dataclass(frozen=True)
+class NoTensorOf(Requirement):
+    """No tensor of `numel(case)` elements or more may be created while the function runs."""
+
+    numel: Callable[[Case], int]
+    what: str = "N×N"
+
+    def describe(self) -> str:
+        return f"allocates no {self.what} tensor"
+
+    def evaluate(self, counts, case):
+        largest = counts["largest_new_numel"]
+        if largest >= self.numel(case):
+            return (f"a tensor of {largest:,} elements was created in case {case.label}: "
+                    f"that is an {self.what} intermediate, which this exercise must avoid")
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing on a GPU
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How to time a solution on a GPU, and what it must reach there.
+
+    `inputs(generator, device)` makes large inputs directly on the device. The learner's
+    function and each baseline are timed interleaved in one run (timing.py).
+    """
+
+    inputs: Callable[[torch.Generator, str], tuple]
+    baselines: dict[str, Callable]
+    min_bytes: Callable[[tuple], int]
+    flops: Callable[[tuple], int] = lambda args: 0
+    # baseline name -> the lower end of the speedup's interval must reach this
+    min_speedup: dict[str, float] = field(default_factory=dict)
+    # achieved bandwidth (min_bytes / median time) over the measured copy ceiling
+    min_bandwidth_fraction: float | None = None
+
+
+def compiled(fn: Callable) -> Callable:
+    """`torch.compile(fn)`, compiled on first call: importing torch._dynamo costs seconds, and only
+    a timing run on a GPU needs it."""
+    cache: list[Callable] = []
+
+    def call(*args, **kwargs):
+        if not cache:
+            cache.append(torch.compile(fn))
+        return cache[0](*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = f"compiled_{fn.__name__}"
+    return call
+
+
+# ---------------------------------------------------------------------------------------------
+# The two kinds of exercise
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FunctionExercise:
+    id: str
+    title: str
+    signature: str
+    cases: Callable[[torch.Generator, str], list[Case]]  # (generator, mode) -> cases
+    reference: Callable[..., Any]  # computed in the grader's process, on the CPU
+    requirements: tuple[Requirement, ...] = ()
+    timing: Timing | None = None
+    # compare(got, expected, case) -> reasons; default: `compare_tensors` on one output
+    compare: Callable[[Any, Any, Case], list[str]] | None = None
+    # run(fn, args, kwargs) in the child, returning what is compared; default fn(*args, **kwargs)
+    run: Callable | None = None
+    # the inputs are read-only for the learner; set False where the exercise mutates them
+    inputs_read_only: bool = True
+    timeout_s: float = 120.0
+    hints: tuple[str, ...] = ()
+    # "module:function" of the package's reference solution (tests and `gpuprinciples bench` use it)
+    solution: str | None = None
+    kind: str = "function"
+
+
+@dataclass(frozen=True)
+class ValueExercise:
+    id: str
+    title: str
+    question: str
+    expected: Callable[[], Any]  # computed when checked (it may use this machine's ceilings)
+    rel_tol: float = 0.02
+    # compare(answer, expected) -> reasons; default: a number within rel_tol, or equality
+    compare: Callable[[Any, Any], list[str]] | None = None
+    hints: tuple[str, ...] = ()
+    kind: str = "value"
+
+
+Exercise = FunctionExercise | ValueExercise
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparisons
+# ---------------------------------------------------------------------------------------------
+
+
+def compare_tensors(got: Any, expected: torch.Tensor, case: Case | None = None,
+                    dtype: torch.dtype | None = None) -> list[str]:
+    """Type, shape, dtype, NaN/Inf positions and values, each failure a sentence.
+
+    `expected` may be computed in higher precision; `dtype` is the dtype the learner must return
+    (default: `expected.dtype`). The tolerance is the one of `dtype`.
+    """
+    where = f" (case {case.label})" if case is not None else ""
+    dtype = dtype or expected.dtype
+    if type(got) is not torch.Tensor:
+        return [f"returned a {type(got).__module__}.{type(got).__qualname__}, not a torch.Tensor{where}"]
+    if tuple(got.shape) != tuple(expected.shape):
+        return [f"shape {tuple(got.shape)}, expected {tuple(expected.shape)}{where}"]
+    if got.dtype != dtype:
+        return [f"dtype {got.dtype}, expected {dtype}{where}"]
+    rtol, atol = TOLERANCES.get(dtype, (1e-5, 1e-5))
+    g = got.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    g_nan, e_nan = torch.isnan(g), torch.isnan(e)
+    if not torch.equal(g_nan, e_nan):
+        extra = int((g_nan & ~e_nan).sum())
+        missing = int((e_nan & ~g_nan).sum())
+        return [f"NaN in the wrong places{where}: {extra} unexpected NaN, {missing} expected NaN missing"]
+    g_inf = torch.isinf(g)
+    e_inf = torch.isinf(e)
+    if not torch.equal(g_inf, e_inf) or not torch.equal(g[g_inf], e[e_inf]):
+        return [f"±Inf in the wrong places{where}"]
+    finite = ~(e_nan | e_inf)
+    err = (g[finite] - e[finite]).abs()
+    bound = atol + rtol * e[finite].abs()
+    bad = err > bound
+    if bool(bad.any()):
+        n_bad = int(bad.sum())
+        flat_bad = torch.nonzero(bad.flatten()).flatten()
+        first = int(flat_bad[0])
+        gi = g[finite].flatten()[first].item()
+        ei = e[finite].flatten()[first].item()
+        index = _unravel(int(torch.nonzero(finite.flatten()).flatten()[first]), tuple(e.shape))
+        return [f"{n_bad:,} of {finite.sum().item():,} values wrong{where}; first at index {index}: "
+                f"got {gi:.6g}, expected {ei:.6g} (max error {err.max().item():.3g}, "
+                f"tolerance rtol={rtol:g}, atol={atol:g} for {dtype})"]
+    return []
+
+
+def compare_values(answer: Any, expected: Any, rel_tol: float) -> list[str]:
+    """A learner's number (within rel_tol) or categorical answer (equal, case-insensitive)."""
+    if isinstance(expected, str):
+        if not isinstance(answer, str) or answer.strip().lower() != expected.lower():
+            return [f"answered {answer!r}; that is not it"]
+        return []
+    if isinstance(expected, (int, float)):
+        try:
+            value = float(answer)
+        except (TypeError, ValueError):
+            return [f"answered {answer!r}: expected a number"]
+        if math.isnan(value) or not math.isclose(value, expected, rel_tol=rel_tol, abs_tol=1e-12):
+            return [f"answered {value:.4g}; off by more than {rel_tol:.0%}"]
+        return []
+    if answer != expected:
+        return [f"answered {answer!r}; that is not it"]
+    return []
+
+
+def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size if size else 0)
+        flat //= max(size, 1)
+    return tuple(reversed(out))
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n} B"

@@ -1,0 +1,436 @@
+"""Grade one answer against one exercise and return a `Report`.
+
+For a function exercise, every time:
+
+1. draw fresh cases with a secret seed (exercises/ say which shapes, values and strides);
+2. compute the reference here, on the CPU, and prove the comparison can fail on each case
+   (all zeros and the unchanged input must not pass);
+3. spawn a fresh Python, send it the learner's source and the cases, and read back, per case,
+   the output and the counters; the learner's code never runs in this process;
+4. judge here: exact tensor type, shape, dtype, device, NaN/Inf positions, values; inputs left
+   unchanged and not returned; the exercise's requirements on the counters;
+5. on a GPU, when all that holds, time the function against the baselines in the child and
+   check the timed outputs against a reference computed here.
+
+A hang ends at the time limit, a crash ends the child: either way a sentence in the report.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from . import channel, runtime
+from .exercises import FunctionExercise, ValueExercise, compare_tensors, compare_values
+from .exercises import get as get_exercise
+from .report import ERROR, FAILED, NOT_ATTEMPTED, PASSED, CheckLine, Report
+from .submission import Submission, SubmissionError, from_function
+
+DEFAULT_TIMEOUT_S = float(os.environ.get("GPUPRINCIPLES_TIMEOUT", "0") or 0) or None
+NOT_ATTEMPTED_TEXT = "not attempted yet: replace the `raise NotImplementedError` with your solution"
+
+
+def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int | None = None,
+          show: bool = True) -> Report:
+    """Grade and, in a notebook, show the report. Never raises for a learner's mistake."""
+    report = grade(exercise_id, answer, timeout=timeout, seed=seed)
+    if show:
+        _show(report)
+    return report
+
+
+def _show(report: Report) -> None:
+    try:
+        from IPython import get_ipython
+        shell = get_ipython()
+    except ImportError:  # pragma: no cover
+        shell = None
+    if shell is not None and type(shell).__name__ != "TerminalInteractiveShell":
+        from IPython.display import HTML, display
+        display(HTML(report._repr_html_()))
+        report._shown = True
+    else:
+        print(report)
+
+
+def grade(exercise_id: str, answer, *, timeout: float | None = None, seed: int | None = None) -> Report:
+    started = time.monotonic()
+    try:
+        exercise = get_exercise(exercise_id)
+    except KeyError as exc:
+        report = Report(exercise=exercise_id, title="?", mode=runtime.MODE, status=ERROR)
+        report.reasons.append(exc.args[0])
+        return report
+    report = Report(exercise=exercise.id, title=exercise.title, mode=runtime.MODE)
+    try:
+        if isinstance(exercise, ValueExercise):
+            _grade_value(exercise, answer, report)
+        else:
+            _grade_function(exercise, answer, report, timeout=timeout, seed=seed)
+    except Exception as exc:  # noqa: BLE001 - a grader bug must not take the notebook down
+        report.status = ERROR
+        report.reasons.append(f"the grader itself failed ({type(exc).__name__}: {exc}); "
+                              "this is a bug in gpuprinciples, not in your answer")
+    report.duration_s = round(time.monotonic() - started, 3)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------
+# Value exercises: judged here, nothing of the learner's runs
+# ---------------------------------------------------------------------------------------------
+
+
+def _grade_value(exercise: ValueExercise, answer, report: Report) -> None:
+    if answer is None or answer is Ellipsis:
+        report.status = NOT_ATTEMPTED
+        report.reasons.append("not attempted yet: set your answer in the cell above")
+        return
+    expected = exercise.expected()
+    reasons = (exercise.compare or (lambda a, e: compare_values(a, e, exercise.rel_tol)))(answer, expected)
+    report.correct = not reasons
+    report.checks.append(CheckLine("answer", not reasons, "; ".join(reasons) or f"{answer!r}"))
+    report.measurements["answer"] = answer if isinstance(answer, (int, float, str)) else repr(answer)
+    if reasons:
+        for reason in reasons:
+            report.fail(reason)
+    else:
+        report.status = PASSED
+
+
+# ---------------------------------------------------------------------------------------------
+# Function exercises
+# ---------------------------------------------------------------------------------------------
+
+
+def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeout, seed) -> None:
+    try:
+        submission = answer if isinstance(answer, Submission) else from_function(answer)
+    except SubmissionError as exc:
+        report.status = ERROR
+        report.reasons.append(str(exc))
+        return
+    if submission.is_stub:
+        report.status = NOT_ATTEMPTED
+        report.reasons.append(NOT_ATTEMPTED_TEXT)
+        return
+
+    seed = secrets.randbits(62) if seed is None else seed
+    cases = exercise.cases(torch.Generator().manual_seed(seed), runtime.MODE)
+    expected = [exercise.reference(*c.args, **c.kwargs) for c in cases]
+    compare = exercise.compare or compare_tensors
+    if exercise.compare is None:
+        _prove_comparison_can_fail(exercise, cases, expected)
+
+    limit = timeout or DEFAULT_TIMEOUT_S or exercise.timeout_s
+    with _Child(exercise, submission, limit) as child:
+        hello = child.receive("loading your code")
+        if hello is None or hello.get("event") != "ready":
+            report.status = ERROR if hello and hello.get("internal") else FAILED
+            report.fail(child.failure or f"your code failed when it was loaded: {hello.get('error')}")
+            report.output = child.output()
+            return
+        _note_tampering(report, hello)
+
+        correct_cases = 0
+        requirement_failures: dict[str, str] = {}
+        largest_counts = None
+        for index, (case, want) in enumerate(zip(cases, expected)):
+            result = child.run_case(index, case)
+            if result is None:
+                report.fail(child.failure)
+                break
+            _note_tampering(report, result)
+            if result.get("not_attempted") and index == 0:
+                report.status = NOT_ATTEMPTED
+                report.reasons = [NOT_ATTEMPTED_TEXT]
+                report.output = child.output()
+                return
+            if result["error"]:
+                report.fail(f"raised on case {case.label}: {result['error']}")
+                continue
+            problems = []
+            if result.get("inputs_changed"):
+                problems.append(f"changed its input on case {case.label}: inputs must be left as they were")
+            if result.get("aliases_input"):
+                problems.append(f"returned its input (or a view of it) on case {case.label}: return a new tensor")
+            if exercise.compare is None and result.get("output_device") not in (None, runtime.DEVICE):
+                problems.append(f"returned a tensor on {result['output_device']}, expected it on {runtime.DEVICE}")
+            if not problems:
+                got = result["output"]
+                problems = compare(got, want, case) if exercise.compare else compare(got, want, case,
+                                                                                    dtype=_output_dtype(case, want))
+            for problem in problems:
+                report.fail(problem)
+            if not problems:
+                correct_cases += 1
+            counts = result["counts"]
+            largest_counts = (case, counts) if largest_counts is None or _case_size(case) >= _case_size(
+                largest_counts[0]) else largest_counts
+            for requirement in exercise.requirements:
+                if _requirement_mode() not in requirement.modes:
+                    continue
+                why = requirement.evaluate(counts, case)
+                if why and requirement.describe() not in requirement_failures:
+                    requirement_failures[requirement.describe()] = why
+
+        report.correct = correct_cases == len(cases)
+        report.checks.append(CheckLine("correct", report.correct,
+                                       f"{correct_cases} of {len(cases)} cases match the reference"))
+        for requirement in exercise.requirements:
+            if _requirement_mode() not in requirement.modes:
+                report.checks.append(CheckLine(requirement.describe(), None, "counted under the interpreter only"))
+                continue
+            why = requirement_failures.get(requirement.describe())
+            report.checks.append(CheckLine(requirement.describe(), why is None, why or ""))
+            if why:
+                report.fail(why)
+        if largest_counts is not None:
+            case, counts = largest_counts
+            report.measurements["counts"] = {"case": case.label, **counts}
+            if runtime.INTERPRETER:
+                report.measurements.update(_byte_summary(exercise, case, counts))
+
+        if report.status == FAILED and not report.reasons:
+            report.status = PASSED
+        if report.status == PASSED and exercise.timing is not None:
+            if runtime.MODE == "gpu":
+                _time_on_gpu(exercise, child, report, seed)
+            else:
+                report.checks.append(CheckLine("speed", None, "timed only on a GPU"))
+                report.notes.append("CPU run: no GPU speedup is claimed. Correctness and the counted bytes "
+                                    "and launches were graded; run on a GPU to be timed.")
+        report.output = child.output()
+
+
+def _requirement_mode() -> str:
+    return "cpu" if runtime.INTERPRETER else "gpu"
+
+
+def _output_dtype(case, want) -> torch.dtype:
+    # The learner returns the dtype of the inputs; the reference may be float64 for accuracy.
+    first = next((a for a in case.args if isinstance(a, torch.Tensor)), None)
+    return first.dtype if first is not None and first.is_floating_point() else want.dtype
+
+
+def _case_size(case) -> int:
+    return sum(a.numel() for a in case.args if isinstance(a, torch.Tensor))
+
+
+def _byte_summary(exercise, case, counts) -> dict:
+    from .exercises.base import BytesWithin
+    moved = counts["load_bytes"] + counts["store_bytes"] + counts["torch_bytes"]
+    out = {"bytes_moved": moved, "launches": counts["triton_launches"]}
+    for requirement in exercise.requirements:
+        if isinstance(requirement, BytesWithin):
+            least = requirement.minimum(case)
+            out["bytes_minimum"] = least
+            out["bytes_ratio"] = round(moved / least, 3) if least else None
+    return out
+
+
+def _note_tampering(report: Report, message: dict) -> None:
+    changed = message.get("tampered") or []
+    if changed:
+        report.fail("your code replaced parts of PyTorch or of the grader ("
+                    + ", ".join(changed[:5]) + (" …" if len(changed) > 5 else "")
+                    + "): the grader cannot trust what it measures")
+
+
+def _prove_comparison_can_fail(exercise, cases, expected) -> None:
+    """A case that all zeros or the unchanged input would pass grades nothing: refuse it."""
+    for case, want in zip(cases, expected):
+        if not isinstance(want, torch.Tensor):
+            continue
+        dtype = _output_dtype(case, want)
+        if not compare_tensors(torch.zeros_like(want, dtype=dtype), want, case, dtype=dtype):
+            raise AssertionError(f"exercise {exercise.id}: all zeros would pass case {case.label}")
+        first = next((a for a in case.args if isinstance(a, torch.Tensor)), None)
+        if first is not None and first.shape == want.shape and first.dtype == dtype and not compare_tensors(
+                first.clone(), want, case, dtype=dtype):
+            raise AssertionError(f"exercise {exercise.id}: the unchanged input would pass case {case.label}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Timing on a GPU
+# ---------------------------------------------------------------------------------------------
+
+
+def _time_on_gpu(exercise: FunctionExercise, child: "_Child", report: Report, seed: int) -> None:
+    from . import hardware
+    from .worker import _fingerprint
+
+    spec = exercise.timing
+    timing_seed, sample_seed = seed ^ 0x5EED, seed ^ 0xF1A9
+    result = child.command({"cmd": "time", "seed": timing_seed, "sample_seed": sample_seed}, "timing")
+    if result is None:
+        report.fail(child.failure)
+        return
+    _note_tampering(report, result)
+    if result.get("error"):
+        report.fail(f"failed while being timed: {result['error']}")
+        return
+    # The reference of the timed input, computed here from the same seed.
+    gen = torch.Generator(device="cuda").manual_seed(timing_seed)
+    args = spec.inputs(gen, "cuda")
+    want = exercise.reference(*args)
+    theirs = result["fingerprint"]
+    mine = _fingerprint(want.to(args[0].dtype) if isinstance(args[0], torch.Tensor) else want, sample_seed)
+    rtol, atol = 2e-2, 2e-2
+    sample_ok = torch.allclose(theirs["sample"], mine["sample"], rtol=rtol, atol=atol, equal_nan=True)
+    scale = max(abs(mine["abs_sum"]), 1.0)
+    sums_ok = abs(theirs["sum"] - mine["sum"]) <= 1e-3 * scale + 1e-2 and abs(
+        theirs["abs_sum"] - mine["abs_sum"]) <= 1e-3 * scale + 1e-2
+    if not (sample_ok and sums_ok) or theirs["shape"] != list(want.shape):
+        report.fail("wrong on the large timing input (its output does not match the reference computed "
+                    "by the grader)")
+        return
+    if result.get("timed_mismatches"):
+        report.fail(f"{result['timed_mismatches']} timed call(s) returned something other than the first call: "
+                    "the answer must not change between calls")
+        return
+
+    import statistics
+    medians = {name: statistics.median(samples) for name, samples in result["timings"].items()}
+    yours = medians["yours"]
+    least_bytes = spec.min_bytes(args)
+    flops = spec.flops(args)
+    ceilings = hardware.ceilings()
+    achieved_bw = least_bytes / yours
+    report.measurements["time_ms"] = {name: round(t * 1e3, 4) for name, t in medians.items()}
+    report.measurements["bandwidth_TBps"] = round(achieved_bw / 1e12, 3)
+    report.measurements["copy_ceiling_TBps"] = round(ceilings.copy_bandwidth / 1e12, 3)
+    if flops:
+        report.measurements["TFLOPps"] = round(flops / yours / 1e12, 2)
+    report.measurements["speedup"] = {name: [round(v, 3) for v in s] for name, s in result["speedups"].items()}
+
+    # A time the memory system cannot deliver is not a speedup, it is a measurement error.
+    if achieved_bw > 1.15 * ceilings.copy_bandwidth:
+        report.status = ERROR
+        report.reasons.append(f"implausible timing: {achieved_bw / 1e12:.2f} TB/s is beyond this GPU's measured "
+                              f"{ceilings.copy_bandwidth / 1e12:.2f} TB/s; the timed calls did not do the work")
+        return
+    ok = True
+    fraction = achieved_bw / ceilings.copy_bandwidth
+    if spec.min_bandwidth_fraction is not None:
+        good = fraction >= spec.min_bandwidth_fraction
+        ok &= good
+        report.checks.append(CheckLine(f"≥ {spec.min_bandwidth_fraction:.0%} of copy bandwidth", good,
+                                       f"{fraction:.0%} ({achieved_bw / 1e12:.2f} TB/s)"))
+        if not good:
+            report.fail(f"reached {fraction:.0%} of this GPU's copy bandwidth; the target is "
+                        f"{spec.min_bandwidth_fraction:.0%}")
+    for base, (median, low, high) in result["speedups"].items():
+        need = spec.min_speedup.get(base)
+        good = need is None or low >= need
+        detail = f"{median:.2f}× (95% interval {low:.2f}–{high:.2f}×)"
+        report.checks.append(CheckLine(f"speedup over {base}" + (f" ≥ {need:g}×" if need else ""), good if need
+                                       else None, detail))
+        if not good:
+            ok = False
+            report.fail(f"speedup over {base} is {detail}; its interval must reach {need:g}×")
+    if ok and report.status == FAILED and not report.reasons:
+        report.status = PASSED
+
+
+# ---------------------------------------------------------------------------------------------
+# The child process
+# ---------------------------------------------------------------------------------------------
+
+
+class _Child:
+    """A fresh interpreter running worker.py, with a deadline for everything it is asked."""
+
+    def __init__(self, exercise, submission: Submission, limit: float):
+        self.exercise = exercise
+        self.submission = submission
+        self.deadline = time.monotonic() + limit
+        self.limit = limit
+        self.failure: str | None = None
+        self.workdir = tempfile.TemporaryDirectory(prefix="gpuprinciples-")
+        self.log_path = os.path.join(self.workdir.name, "output.log")
+
+    def __enter__(self):
+        to_child_r, self.to_child = os.pipe()
+        self.from_child, from_child_w = os.pipe()
+        env = dict(os.environ)
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join([package_parent, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gpuprinciples.worker", str(to_child_r), str(from_child_w), self.log_path],
+                pass_fds=(to_child_r, from_child_w), env=env, cwd=self.workdir.name,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        channel.send_command(self.to_child, {"exercise": self.exercise.id, "source": self.submission.source,
+                                             "name": self.submission.name, "device": runtime.DEVICE,
+                                             "workdir": self.workdir.name})
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            channel.send_command(self.to_child, {"cmd": "exit"})
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            pass
+        self._kill()
+        for fd in (self.to_child, self.from_child):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.workdir.cleanup()
+
+    def _kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+
+    def receive(self, doing: str):
+        try:
+            return channel.recv_data(self.from_child, self.deadline)
+        except channel.ChannelTimeout:
+            self._kill()
+            self.failure = (f"did not finish within {self.limit:g} s (while {doing}): a loop that never ends, "
+                            f"or far more work than needed? The grader stopped it; your notebook is fine. "
+                            f"(`check(..., timeout=SECONDS)` allows longer.)")
+        except channel.ChannelClosed:
+            self._kill()
+            code = self.proc.returncode
+            how = (f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}")
+            tail = self.output().strip().splitlines()[-3:]
+            self.failure = (f"the process running your code crashed ({how}) while {doing}; your notebook is fine."
+                            + (" Its last words: " + " | ".join(tail) if tail else ""))
+        except Exception:  # noqa: BLE001 - a message that is not ours: refused, never executed
+            self._kill()
+            self.failure = (f"the grader received a garbled message while {doing}: your code wrote into a "
+                            "file descriptor it does not own. Nothing it sent was run.")
+        return None
+
+    def run_case(self, index: int, case):
+        channel.send_command(self.to_child, {"cmd": "case", "index": index, "args": case.args,
+                                             "kwargs": case.kwargs, "decoy": case.decoy})
+        return self.receive(f"running case {case.label}")
+
+    def command(self, command: dict, doing: str):
+        channel.send_command(self.to_child, command)
+        return self.receive(doing)
+
+    def output(self) -> str:
+        try:
+            text = Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-4000:]

@@ -1,0 +1,267 @@
+"""GPU spec sheets, and the ceilings measured on this machine.
+
+A datasheet gives the *peak* a chip could reach; `measure_ceilings` gives what this machine
+really reaches for the two things every lesson leans on: moving bytes (a large device-to-device
+copy) and multiplying matrices. Lessons compare a kernel with the measured ceilings, and use the
+datasheets only to project onto GPUs that are not here.
+
+Datasheet figures below are DENSE. NVIDIA's headline tensor-core numbers for these parts assume
+2:4 structured sparsity and are twice the dense rate; we keep that headline in
+`sparse_bf16_tflops` only so the trap is written down next to the real figure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from . import timing
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    name: str
+    dense_bf16_tflops: float  # tensor cores, bf16 and fp16 alike on these parts, no sparsity
+    dense_tf32_tflops: float  # tensor cores, fp32 inputs rounded to tf32, no sparsity
+    fp32_tflops: float  # CUDA cores, no tensor cores
+    bandwidth_tbs: float  # memory bandwidth, TB/s (10^12 bytes/s)
+    memory_gb: float  # as the datasheet states it
+    l2_mib: float | None
+    sms: int | None
+    source: str
+    sparse_bf16_tflops: float | None = None  # the datasheet's headline, with 2:4 sparsity: NOT a peak to use
+
+    def flops(self, dtype="bf16") -> float:
+        """Peak FLOP/s for matmuls in `dtype` ("bf16", "fp16", "tf32", "fp32" or a torch dtype)."""
+        key = dtype_key(dtype)
+        tflops = {"bf16": self.dense_bf16_tflops, "fp16": self.dense_bf16_tflops,
+                  "tf32": self.dense_tf32_tflops, "fp32": self.fp32_tflops}[key]
+        return tflops * 1e12
+
+    @property
+    def bandwidth(self) -> float:
+        """Bytes per second."""
+        return self.bandwidth_tbs * 1e12
+
+    def ridge_point(self, dtype="bf16") -> float:
+        """FLOPs per byte a kernel needs before compute, not memory, limits it."""
+        return self.flops(dtype) / self.bandwidth
+
+
+def dtype_key(dtype) -> str:
+    names = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+    key = names.get(dtype, dtype)
+    if key not in ("bf16", "fp16", "tf32", "fp32"):
+        raise ValueError(f"no peak for dtype {dtype!r}: use 'bf16', 'fp16', 'tf32' or 'fp32'")
+    return key
+
+
+_A100_SHEET = ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+               "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
+
+SPECS: dict[str, GPUSpec] = {
+    # A100 datasheet: BF16 312 TFLOPS (624 with sparsity), TF32 156 (312), FP32 19.5; 80GB SXM 2,039 GB/s.
+    "A100": GPUSpec("A100 SXM4 80GB", 312, 156, 19.5, 2.039, 80, 40, 108, _A100_SHEET, 624),
+    # H100 SXM: BF16 1,979 and TF32 989 TFLOPS *with sparsity* (dense: half), FP32 67; 3.35 TB/s.
+    "H100": GPUSpec("H100 SXM5 80GB", 989.4, 494.7, 67, 3.35, 80, 50, 132,
+                    "https://www.nvidia.com/en-us/data-center/h100/", 1979),
+    # H200 SXM: the H100's compute with 141 GB of HBM3e at 4.8 TB/s.
+    "H200": GPUSpec("H200 SXM 141GB", 989.4, 494.7, 67, 4.8, 141, 50, 132,
+                    "https://www.nvidia.com/en-us/data-center/h200/", 1979),
+    # L4: BF16 242 and TF32 120 TFLOPS with sparsity, FP32 30.3; 24 GB GDDR6 at 300 GB/s.
+    "L4": GPUSpec("L4 24GB", 121, 60, 30.3, 0.3, 24, 48, 58,
+                  "https://www.nvidia.com/en-us/data-center/l4/", 242),
+    # HGX B200, per GPU: FP16/BF16 4.5 PFLOPS and TF32 2.2 PFLOPS with sparsity, FP32 75 TFLOPS;
+    # 180 GB HBM3e at 7.7 TB/s. L2 size and SM count are not on the datasheet.
+    "B200": GPUSpec("B200 (HGX) 180GB", 2250, 1100, 75, 7.7, 180, None, None,
+                    "https://www.nvidia.com/en-us/data-center/hgx/", 4500),
+}
+
+# (short name, pattern the torch.cuda.get_device_name() string must match, pattern it must not).
+# PCIe and NVL boards run at lower clocks and power than the SXM sheets above, so they get no match.
+_NAME_PATTERNS = (
+    ("A100", r"\bA100\b.*\bSXM4?\b.*\b80\s?GB\b", r"PCIe"),
+    ("H100", r"\bH100\b", r"PCIe|\bNVL\b"),
+    ("H200", r"\bH200\b", r"PCIe|\bNVL\b"),
+    ("L4", r"\bL4\b", r"^$"),
+    ("B200", r"\bB200\b", r"^$"),
+)
+
+
+def spec_for_device_name(torch_name: str) -> GPUSpec | None:
+    """The datasheet for a name like "NVIDIA H100 80GB HBM3", or None when we have none for it."""
+    for key, want, avoid in _NAME_PATTERNS:
+        if re.search(want, torch_name, re.I) and not re.search(avoid, torch_name, re.I):
+            return SPECS[key]
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Ceilings measured here
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """What this machine reached, in bytes/s and FLOP/s. None: not measured on this device."""
+
+    device: str  # "cuda" or "cpu"
+    device_name: str
+    copy_bandwidth: float  # bytes read + bytes written, per second
+    fp32_flops: float  # fp32 matmul; on CUDA with TF32 off
+    bf16_flops: float | None = None
+    tf32_flops: float | None = None  # fp32 matmul with TF32 on
+    measured_at: float = 0.0  # unix time
+    quick: bool = False
+
+    def flops(self, dtype=None) -> float:
+        """Matmul FLOP/s measured for `dtype`; by default bf16 on a GPU and fp32 on a CPU."""
+        key = self.default_dtype if dtype is None else dtype_key(dtype)
+        value = {"bf16": self.bf16_flops, "fp16": None, "tf32": self.tf32_flops, "fp32": self.fp32_flops}[key]
+        if value is None:
+            raise ValueError(f"no {key} matmul rate was measured on {self.device_name}")
+        return value
+
+    @property
+    def default_dtype(self) -> str:
+        return "bf16" if self.bf16_flops is not None else "fp32"
+
+    def __str__(self) -> str:
+        parts = [f"copy {self.copy_bandwidth / 1e9:,.0f} GB/s"]
+        for key in ("bf16", "tf32", "fp32"):
+            value = getattr(self, f"{key}_flops")
+            if value is not None:
+                parts.append(f"{key} matmul {value / 1e12:,.2f} TFLOP/s")
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(self.measured_at))
+        return f"measured on {self.device_name} ({self.device}, {when}): " + ", ".join(parts)
+
+
+@contextmanager
+def tf32_matmul(enabled: bool):
+    """Turn TF32 for fp32 matmuls on or off inside the block, and restore the previous setting."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):  # torch >= 2.9; mixing it with allow_tf32 is an error
+        previous = matmul.fp32_precision
+        matmul.fp32_precision = "tf32" if enabled else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = previous
+    else:  # pragma: no cover - older torch
+        previous = matmul.allow_tf32
+        matmul.allow_tf32 = enabled
+        try:
+            yield
+        finally:
+            matmul.allow_tf32 = previous
+
+
+def _copy_rate(nbytes: int, device: str, budget_s: float) -> float:
+    src = torch.rand(nbytes // 4, device=device)
+    dst = torch.empty_like(src)
+    t = timing.time_fn(dst.copy_, args=(src,), device=device, budget_s=budget_s)
+    return 2 * src.numel() * 4 / t.median  # each byte is read once and written once
+
+
+def _matmul_rate(n: int, dtype, device: str, budget_s: float) -> float:
+    # Random data: zeros or constants let some hardware draw less power and run faster than real use.
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    t = timing.time_fn(torch.mm, args=(a, b), device=device, budget_s=budget_s)
+    return 2 * n**3 / t.median
+
+
+def measure_ceilings(device="cuda", quick: bool = False) -> Ceilings:
+    """Measure copy bandwidth and matmul rates on a CUDA device (on "cpu": measure_cpu_ceilings)."""
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return measure_cpu_ceilings(quick=quick)
+    name = torch.cuda.get_device_name(dev)
+    budget = 0.2 if quick else 1.0
+    n = 4096 if quick else 8192
+    copy = _copy_rate(2**28 if quick else 2**30, device, budget)
+    bf16 = _matmul_rate(n, torch.bfloat16, device, budget)
+    with tf32_matmul(False):
+        fp32 = _matmul_rate(n, torch.float32, device, budget)
+    with tf32_matmul(True):
+        tf32 = _matmul_rate(n, torch.float32, device, budget)
+    torch.cuda.empty_cache()
+    return Ceilings("cuda", name, copy, fp32, bf16, tf32, time.time(), quick)
+
+
+def cpu_name() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"CPU {model}, {torch.get_num_threads()} threads"
+
+
+def measure_cpu_ceilings(quick: bool = True) -> Ceilings:
+    """This CPU's copy bandwidth (a buffer larger than its caches) and fp32 matmul rate, with torch."""
+    budget = 0.2 if quick else 1.0
+    copy = _copy_rate(2**26 if quick else 2**27, "cpu", budget)
+    fp32 = _matmul_rate(512 if quick else 1024, torch.float32, "cpu", budget)
+    return Ceilings("cpu", cpu_name(), copy, fp32, measured_at=time.time(), quick=quick)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cache: measuring takes seconds, so reuse a measurement of the same device for 12 hours
+# ---------------------------------------------------------------------------------------------
+
+MAX_AGE_S = 12 * 3600
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("GPUPRINCIPLES_CACHE_DIR") or Path.home() / ".cache" / "gpuprinciples")
+
+
+def _cache_path(device_name: str) -> Path:
+    return cache_dir() / ("ceilings-" + re.sub(r"[^A-Za-z0-9]+", "_", device_name).strip("_") + ".json")
+
+
+def save_ceilings(c: Ceilings) -> Path:
+    path = _cache_path(c.device_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(c), indent=1))
+    return path
+
+
+def load_ceilings(device_name: str, max_age_s: float = MAX_AGE_S) -> Ceilings | None:
+    """The cached measurement for this device, or None if there is none younger than max_age_s."""
+    try:
+        c = Ceilings(**json.loads(_cache_path(device_name).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    if c.device_name != device_name or time.time() - c.measured_at > max_age_s:
+        return None
+    return c
+
+
+def ceilings(refresh: bool = False, device=None, quick: bool = False) -> Ceilings:
+    """This machine's ceilings: cached (under 12 hours old) or measured now.
+
+    `device` defaults to CUDA when a GPU is visible, else the CPU."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    kind = torch.device(device).type
+    name = torch.cuda.get_device_name(torch.device(device)) if kind == "cuda" else cpu_name()
+    cached = None if refresh else load_ceilings(name)
+    if cached is not None and (not cached.quick or quick):
+        return cached
+    c = measure_ceilings(device, quick=quick) if kind == "cuda" else measure_cpu_ceilings(quick=quick)
+    save_ceilings(c)
+    return c

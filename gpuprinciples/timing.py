@@ -1,0 +1,254 @@
+"""Measuring time honestly.
+
+On a GPU a kernel launch returns before the kernel has run, the L2 cache remembers the last
+call's data, and one measurement says little. So, on CUDA, every timed call here
+
+* starts with the L2 cache flushed (a buffer of twice its size is written first),
+* is bracketed by a pair of CUDA events on the current stream and followed by a synchronize,
+* is one of many rounds, after warm-up calls that are not timed;
+
+and results are reported as a median with the 10th and 90th percentiles. On a CPU the clock is
+`time.perf_counter`. Every result carries the device it was timed on, so CPU timings are never
+presented as GPU ones.
+
+`compare` times several functions interleaved (round robin, order rotated each round) in one
+run, so a clock boost or a noisy neighbour hits all of them alike, and gives a speedup with a
+bootstrap confidence interval over paired per-round ratios.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+# Captured at import, so code imported later (a learner's cell) cannot swap the clocks.
+_perf_counter = time.perf_counter
+_Event = torch.cuda.Event
+_synchronize = torch.cuda.synchronize
+_current_stream = torch.cuda.current_stream
+
+_l2_buffers: dict[int, torch.Tensor] = {}
+
+
+def _device(device) -> torch.device:
+    """A torch.device of type "cuda" (with its index) or "cpu"."""
+    dev = torch.device(device)
+    if dev.type not in ("cuda", "cpu"):
+        raise ValueError(f"can time on 'cuda' or 'cpu', not {device!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("asked to time on CUDA, but no CUDA GPU is visible")
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def flush_l2(device="cuda") -> None:
+    """Write a buffer twice the size of the L2 cache, so the next kernel starts cold. No-op on CPU."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return
+    index = dev.index if dev.index is not None else torch.cuda.current_device()
+    buf = _l2_buffers.get(index)
+    if buf is None:
+        l2 = torch.cuda.get_device_properties(index).L2_cache_size
+        buf = _l2_buffers[index] = torch.empty(2 * l2, dtype=torch.int8, device=f"cuda:{index}")
+    buf.zero_()
+
+
+def format_seconds(s: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if s >= scale:
+            return f"{s / scale:.3g} {unit}"
+    return f"{s / 1e-9:.3g} ns"
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds per call, over `n` timed calls on `device` ("cuda" or "cpu")."""
+
+    samples: tuple[float, ...]
+    median: float
+    p10: float
+    p90: float
+    spread: float  # (p90 - p10) / median: how noisy the run was
+    n: int
+    device: str
+
+    @classmethod
+    def from_samples(cls, samples, device: str) -> "Timings":
+        s = np.asarray(samples, dtype=float)
+        median, p10, p90 = (float(v) for v in np.percentile(s, [50, 10, 90]))
+        spread = (p90 - p10) / median if median > 0 else float("inf")
+        return cls(tuple(float(v) for v in s), median, p10, p90, spread, len(s), device)
+
+    def __str__(self) -> str:
+        return (f"{format_seconds(self.median)} median (p10 {format_seconds(self.p10)}, "
+                f"p90 {format_seconds(self.p90)}, n={self.n}, timed on {self.device})")
+
+
+def _time_call(fn, args, dev: torch.device, flush: bool):
+    """One call of fn(*args): (seconds, output). Only the call is inside the window."""
+    if dev.type == "cuda":
+        if flush:
+            flush_l2(dev)
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        stream = _current_stream(dev)
+        start.record(stream)
+        out = fn(*args)
+        end.record(stream)
+        _synchronize(dev)
+        return start.elapsed_time(end) / 1e3, out
+    t0 = _perf_counter()
+    out = fn(*args)
+    return _perf_counter() - t0, out
+
+
+def _warm_up(fns, get_args, dev: torch.device, calls: int, min_s: float = 0.2) -> None:
+    """At least `calls` calls of each, and on a GPU at least `min_s` of them: an idle GPU runs at a
+    low clock (an H200 here idled at 345 MHz) and needs a moment of work to ramp up."""
+    t0 = _perf_counter()
+    done = 0
+    while done < calls or (dev.type == "cuda" and _perf_counter() - t0 < min_s and done < 10_000):
+        for fn in fns:
+            fn(*get_args())
+        done += 1
+        if dev.type == "cuda" and done % 8 == 0:
+            _synchronize(dev)
+    if dev.type == "cuda":
+        _synchronize(dev)
+
+
+def _rounds_for(estimate_s: float, budget_s: float, min_rounds: int, max_rounds: int) -> int:
+    return int(min(max_rounds, max(min_rounds, budget_s / max(estimate_s, 1e-9))))
+
+
+def time_fn(fn: Callable, *, make_args: Callable[[], tuple] | None = None, args: tuple = (), device,
+            budget_s: float = 0.5, min_rounds: int = 5, max_rounds: int = 200, warmup: int = 2,
+            flush: bool = True, on_result: Callable | None = None) -> Timings:
+    """Time fn(*args) (or fn(*make_args()), fresh inputs made outside the window for every call).
+
+    The first timed call estimates the cost; enough further calls follow to spend about
+    `budget_s`, within [min_rounds, max_rounds]. `on_result(out)` sees every timed call's output.
+    """
+    dev = _device(device)
+    get_args = make_args if make_args is not None else (lambda: args)
+    _warm_up([fn], get_args, dev, warmup)
+    samples = []
+
+    def one():
+        seconds, out = _time_call(fn, get_args(), dev, flush)
+        samples.append(seconds)
+        if on_result is not None:
+            on_result(out)
+
+    one()
+    for _ in range(_rounds_for(samples[0], budget_s, min_rounds, max_rounds) - 1):
+        one()
+    return Timings.from_samples(samples, dev.type)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interleaved comparison and a speedup with its confidence interval
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """a is `ratio` times faster than b (median of per-round t_b / t_a), with a bootstrap interval."""
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    n: int
+    a: str = "a"
+    b: str = "b"
+
+    def __str__(self) -> str:
+        return (f"{self.a} vs {self.b}: {self.ratio:.2f}x "
+                f"(95% interval {self.ci_low:.2f}x to {self.ci_high:.2f}x, {self.n} paired rounds)")
+
+
+def bootstrap_speedup(t_a, t_b, *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
+                      a: str = "a", b: str = "b") -> Speedup:
+    """Median of paired ratios t_b[i] / t_a[i], and a percentile bootstrap interval for it."""
+    ratios = np.asarray(t_b, dtype=float) / np.asarray(t_a, dtype=float)
+    if ratios.ndim != 1 or len(ratios) < 2:
+        raise ValueError("need at least two paired rounds")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(ratios), size=(resamples, len(ratios)))
+    medians = np.median(ratios[idx], axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(medians, [tail, 100 - tail])
+    return Speedup(float(np.median(ratios)), float(low), float(high), len(ratios), a, b)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    timings: dict[str, Timings]
+    rounds: tuple[dict[str, float], ...]  # per round: name -> seconds
+    orders: tuple[tuple[str, ...], ...]  # the call order in each round
+    device: str
+    seed: int = field(default=0, repr=False)
+
+    def speedup(self, a: str, b: str) -> Speedup:
+        """How many times faster `a` is than `b`, from the rounds where both ran side by side."""
+        return bootstrap_speedup([r[a] for r in self.rounds], [r[b] for r in self.rounds],
+                                 seed=self.seed, a=a, b=b)
+
+    def table(self, baseline: str | None = None) -> str:
+        names = list(self.timings)
+        baseline = baseline or names[0]
+        how = "CUDA events, L2 flushed" if self.device == "cuda" else "perf_counter, CPU"
+        lines = [f"timed on {self.device} ({how}), {len(self.rounds)} interleaved rounds",
+                 f"{'':<16}{'median':>11}{'p10':>11}{'p90':>11}{'spread':>8}   speedup vs {baseline}"]
+        for name in names:
+            t = self.timings[name]
+            if name == baseline:
+                vs = "-"
+            else:
+                s = self.speedup(name, baseline)
+                vs = f"{s.ratio:.2f}x [{s.ci_low:.2f}, {s.ci_high:.2f}]"
+            lines.append(f"{name:<16}{format_seconds(t.median):>11}{format_seconds(t.p10):>11}"
+                         f"{format_seconds(t.p90):>11}{t.spread:>8.1%}   {vs}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None = None, args: tuple = (),
+            device, budget_s: float = 1.0, min_rounds: int = 5, max_rounds: int = 200, warmup: int = 2,
+            flush: bool = True, on_result: Callable | None = None, seed: int = 0) -> Comparison:
+    """Time several functions on the same inputs, interleaved: each round calls every function once,
+    in an order rotated by one each round, with the L2 flushed before each call (on CUDA).
+
+    `on_result(name, out)` sees every timed call's output.
+    """
+    dev = _device(device)
+    names = list(fns)
+    if not names:
+        raise ValueError("nothing to compare")
+    get_args = make_args if make_args is not None else (lambda: args)
+    _warm_up([fns[name] for name in names], get_args, dev, warmup)
+    rounds, orders = [], []
+
+    def one_round(r: int):
+        order = tuple(names[(r + i) % len(names)] for i in range(len(names)))
+        times = {}
+        for name in order:
+            times[name], out = _time_call(fns[name], get_args(), dev, flush)
+            if on_result is not None:
+                on_result(name, out)
+        rounds.append(times)
+        orders.append(order)
+
+    one_round(0)
+    for r in range(1, _rounds_for(sum(rounds[0].values()), budget_s, min_rounds, max_rounds)):
+        one_round(r)
+    timings = {n: Timings.from_samples([r[n] for r in rounds], dev.type) for n in names}
+    return Comparison(timings, tuple(rounds), tuple(orders), dev.type, seed)

@@ -1,0 +1,6 @@
+import os
+import signal
+
+
+def cos_cos(x):
+    os.kill(os.getpid(), signal.SIGSEGV)  # what an illegal memory access looks like from outside

@@ -1,0 +1,6 @@
+from gpuprinciples.kernels.cos_cos import cos_cos as _fused
+
+
+def cos_cos(x):
+    print("hello from the learner")
+    return _fused(x)

@@ -1,0 +1,2 @@
+def cos_cos(x):
+    return x.does_not_exist()

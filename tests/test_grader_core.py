@@ -1,0 +1,175 @@
+"""The grading contract itself: isolation, faults, stubs, tampering, the CLI's exit codes and JSON."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from gpuprinciples import exercises, runtime
+from gpuprinciples.grading import grade
+from gpuprinciples.report import ERROR, FAILED, NOT_ATTEMPTED, PASSED
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SUBMISSIONS = ROOT / "tests" / "submissions"
+
+
+def reasons(report) -> str:
+    return " ".join(report.reasons).lower()
+
+
+def test_every_reference_solution_passes_its_own_check():
+    from gpuprinciples.submission import Submission
+    checked = 0
+    for ex in exercises.all_exercises().values():
+        if getattr(ex, "solution", None) is None or ex.kind != "function":
+            continue
+        module, name = ex.solution.split(":")
+        source = f"from {module} import {name}\n"
+        report = grade(ex.id, Submission(source=source, name=name, origin=ex.solution))
+        assert report.status == PASSED, (ex.id, report.reasons)
+        checked += 1
+    assert checked >= 2
+
+
+def test_a_hang_ends_the_check_not_the_caller(submission):
+    report = grade("fusion.cos_cos", submission("core/hang.py", "cos_cos"), timeout=8)
+    assert report.status == FAILED
+    assert "did not finish within 8 s" in reasons(report)
+
+
+def test_a_crash_ends_the_check_with_a_sentence(submission):
+    report = grade("fusion.cos_cos", submission("core/crash.py", "cos_cos"))
+    assert report.status == FAILED
+    assert "crashed (signal sigsegv)" in reasons(report)
+
+
+def test_an_error_at_import_is_reported(submission):
+    report = grade("fusion.cos_cos", submission("core/import_error.py", "cos_cos"))
+    assert report.status == FAILED
+    assert "failed when it was loaded" in reasons(report) and "broken at import" in reasons(report)
+
+
+def test_an_exception_is_reported_with_its_line(submission):
+    report = grade("fusion.cos_cos", submission("core/raises.py", "cos_cos"))
+    assert report.status == FAILED
+    assert "attributeerror" in reasons(report) and "does_not_exist" in reasons(report)
+
+
+def test_a_stub_is_not_attempted_and_does_not_start_a_process(submission):
+    report = grade("fusion.cos_cos", submission("core/stub.py", "cos_cos"))
+    assert report.status == NOT_ATTEMPTED
+    assert report.duration_s < 1.0  # recognised from the source: no child was spawned
+
+
+def test_patching_torch_is_caught(submission):
+    report = grade("fusion.cos_cos", submission("core/patches_torch.py", "cos_cos"))
+    assert report.status == FAILED
+    assert "replaced parts of pytorch" in reasons(report)
+    assert "torch.tensor.cos" in reasons(report) and "torch.allclose" in reasons(report)
+
+
+def test_what_the_learner_prints_is_kept_apart(submission):
+    report = grade("fusion.cos_cos", submission("core/prints.py", "cos_cos"))
+    assert report.status == PASSED, report.reasons
+    assert "hello from the learner" in report.output
+
+
+def test_a_forged_message_is_refused_and_never_executed(submission, tmp_path):
+    marker = "/tmp/gpuprinciples-pwned"
+    if os.path.exists(marker):
+        os.remove(marker)
+    report = grade("fusion.cos_cos", submission("core/forges_channel.py", "cos_cos"))
+    assert report.status == FAILED
+    assert not os.path.exists(marker)
+    assert "garbled message" in reasons(report)
+
+
+def test_unknown_exercise_is_a_sentence():
+    report = grade("fusion.cos_coss", lambda x: x)
+    assert report.status == ERROR
+    assert "did you mean fusion.cos_cos" in reasons(report)
+
+
+def test_lambda_is_refused_with_a_sentence():
+    report = grade("fusion.cos_cos", lambda x: x)
+    assert report.status == ERROR and "not a lambda" in reasons(report)
+
+
+def test_same_seed_same_cases_new_seed_new_cases():
+    ex = exercises.get("fusion.cos_cos")
+    a = ex.cases(torch.Generator().manual_seed(1), "cpu")
+    b = ex.cases(torch.Generator().manual_seed(1), "cpu")
+    c = ex.cases(torch.Generator().manual_seed(2), "cpu")
+    assert all(torch.equal(x.args[0].nan_to_num(), y.args[0].nan_to_num()) for x, y in zip(a, b))
+    assert [x.args[0].shape for x in a] != [x.args[0].shape for x in c] or not torch.equal(a[1].args[0], c[1].args[0])
+
+
+def test_sizes_include_ones_no_block_divides():
+    ex = exercises.get("fusion.cos_cos")
+    cases = ex.cases(torch.Generator().manual_seed(0), "cpu")
+    assert any(c.args[0].numel() % 16 for c in cases)
+    assert any(c.args[0].abs().max() > 1000 for c in cases if torch.isfinite(c.args[0]).all())
+    assert any(torch.isnan(c.args[0]).any() for c in cases)
+
+
+def test_softmax_cases_include_strided_views():
+    ex = exercises.get("fusion.softmax")
+    cases = ex.cases(torch.Generator().manual_seed(0), "cpu")
+    assert any(not c.args[0].is_contiguous() for c in cases)
+
+
+# -------------------------------------------------------------------------------------------------
+# The command line: a public contract
+# -------------------------------------------------------------------------------------------------
+
+
+def run_cli(*args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "gpuprinciples.cli", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=600)
+
+
+def test_cli_grade_json_pass_and_fields(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text("from gpuprinciples.kernels.cos_cos import cos_cos\n")
+    done = run_cli("grade", "fusion.cos_cos", f"{good}:cos_cos", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    for key in ("exercise", "passed", "correct", "mode", "reasons", "measurements"):
+        assert key in data
+    assert data["passed"] is True and data["correct"] is True and data["reasons"] == []
+    assert data["mode"] == runtime.MODE
+    if runtime.MODE == "cpu":
+        assert data["measurements"]["bytes_ratio"] <= 1.1
+
+
+def test_cli_grade_fail_is_exit_1():
+    done = run_cli("grade", "fusion.cos_cos", f"{SUBMISSIONS / 'core' / 'raises.py'}:cos_cos", "--json")
+    assert done.returncode == 1
+    data = json.loads(done.stdout)
+    assert data["passed"] is False and data["reasons"]
+
+
+def test_cli_usage_errors_are_exit_2(tmp_path):
+    assert run_cli("grade", "no.such", f"{SUBMISSIONS / 'core' / 'raises.py'}:cos_cos").returncode == 2
+    assert run_cli("grade", "fusion.cos_cos", str(tmp_path / "missing.py") + ":f").returncode == 2
+    assert run_cli("grade", "fusion.cos_cos", f"{SUBMISSIONS / 'core' / 'raises.py'}:nope").returncode == 2
+    assert run_cli("grade").returncode == 2
+
+
+def test_cli_doctor_says_the_mode():
+    done = run_cli("doctor", "--json")
+    assert done.returncode == 0
+    info = json.loads(done.stdout)
+    assert info["mode"] == runtime.MODE and info["self_test"] == "ok"
+
+
+@pytest.mark.skipif(runtime.HAS_CUDA, reason="the CPU message of bench")
+def test_cli_bench_says_it_needs_a_gpu():
+    done = run_cli("bench")
+    assert done.returncode == 1 and "needs a gpu" in (done.stdout + done.stderr).lower()
