@@ -42,6 +42,12 @@ def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
           show: bool = True) -> Report:
     """Grade and, in a notebook, show the report. Never raises for a learner's mistake."""
     report = grade(exercise_id, answer, timeout=timeout, seed=seed)
+    try:  # the instructor's gradebook log ($GPUPRINCIPLES_REPORT_LOG) and the hint tiers; never fatal
+        from . import gradebook, hints
+        gradebook.log_report(report)
+        hints.record_result(report)
+    except Exception:  # noqa: BLE001
+        pass
     if show:
         _show(report)
     return report
@@ -70,6 +76,11 @@ def grade(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
         report.reasons.append(exc.args[0])
         return report
     report = Report(exercise=exercise.id, title=exercise.title, mode=runtime.MODE)
+    problem = runtime.self_test()  # a Triton that silently returns zeros would grade nonsense
+    if problem:
+        report.status = ERROR
+        report.reasons.append(problem)
+        return report
     try:
         if isinstance(exercise, ValueExercise):
             _grade_value(exercise, answer, report)
@@ -233,6 +244,12 @@ def _byte_summary(exercise, case, counts) -> dict:
             least = requirement.minimum(case)
             out["bytes_minimum"] = least
             out["bytes_ratio"] = round(moved / least, 3) if least else None
+    # What these bytes would cost on real GPUs: a roofline projection from the datasheets, never a
+    # measurement (it assumes the full datasheet bandwidth and no launch overhead).
+    from . import hardware
+    out["projected_us (roofline, not measured)"] = {
+        key: round(moved / hardware.SPECS[key].bandwidth * 1e6, 3) for key in ("A100", "H100", "H200")
+        if key in hardware.SPECS}
     return out
 
 

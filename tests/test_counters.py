@@ -1,0 +1,131 @@
+"""The counters: bytes per masked lane, launches, PyTorch operators, FLOPs by dtype, saved bytes."""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from gpuprinciples import counters, runtime
+
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), axis=0))
+
+
+def copy(x, block=64):
+    y = torch.empty_like(x)
+    _copy_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), BLOCK=block)
+    return y
+
+
+interpreter_only = pytest.mark.skipif(not runtime.INTERPRETER, reason="bytes are counted under the interpreter")
+
+
+@interpreter_only
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 1000])
+def test_masked_lanes_are_not_counted(n):
+    x = torch.randn(n)
+    with counters.record() as rec:
+        y = copy(x)
+    assert torch.equal(x, y)
+    assert rec.load_bytes == rec.store_bytes == 4 * n  # not 4 * 64 * ceil(n / 64)
+    assert rec.triton_launches == 1 and rec.kernel_names == ["_copy_kernel"]
+    assert rec.launches[0].load_bytes == 4 * n
+
+
+@interpreter_only
+def test_dtype_sizes_and_atomics():
+    x = torch.randn(100, dtype=torch.float16)
+    with counters.record() as rec:
+        copy(x)
+    assert rec.load_bytes == 200
+    total = torch.zeros(1)
+    with counters.record() as rec:
+        _sum_kernel[(2,)](torch.ones(100), total, 100, BLOCK=64)
+    assert total.item() == 100
+    assert rec.load_bytes == 400 + 2 * 4 and rec.store_bytes == 2 * 4  # each atomic reads and writes
+
+
+def test_two_launches_counted():
+    x = torch.randn(300, device=runtime.DEVICE)
+    with counters.record() as rec:
+        copy(copy(x))
+    assert rec.triton_launches == 2
+
+
+def test_nothing_counted_outside_a_recording():
+    with counters.record() as rec:
+        pass
+    copy(torch.randn(10, device=runtime.DEVICE))
+    assert rec.triton_launches == 0 and rec.load_bytes == 0
+
+
+def test_nested_recordings_both_count():
+    with counters.record() as outer:
+        copy(torch.randn(10, device=runtime.DEVICE))
+        with counters.record() as inner:
+            copy(torch.randn(10, device=runtime.DEVICE))
+    assert outer.triton_launches == 2 and inner.triton_launches == 1
+
+
+def test_torch_ops_are_classified():
+    x = torch.randn(64, 32)
+    with counters.record() as rec:
+        torch.empty(10)
+        x.t().reshape(-1)  # a transpose (a view), then a reshape that must copy
+        x.cos()
+        x[:, :5].contiguous()
+    assert "cos" in rec.torch_compute_ops
+    assert "empty" not in rec.torch_compute_ops and "clone" not in rec.torch_compute_ops
+    assert rec.torch_bytes >= 2 * x.numel() * 4  # cos read x and wrote its result
+    assert rec.largest_new_numel == x.numel()
+
+
+def test_the_interpreters_own_copies_are_not_the_learners():
+    x = torch.randn(100)
+    with counters.record() as rec:
+        copy(x)
+    assert rec.torch_compute_ops == {} and rec.torch_bytes == 0
+
+
+def test_matmul_flops_by_dtype():
+    a, b = torch.randn(16, 32), torch.randn(32, 8)
+    with counters.record() as rec:
+        a @ b
+        a.bfloat16() @ b.bfloat16()
+    assert rec.flops_by_dtype["float32"] == 2 * 16 * 32 * 8
+    assert rec.flops_by_dtype["bfloat16"] == 2 * 16 * 32 * 8
+
+
+def test_saved_bytes_for_backward():
+    w = torch.randn(64, 64, requires_grad=True)
+    x = torch.randn(8, 64)
+    with counters.record(saved=True) as rec:
+        (x @ w).relu().sum()
+    # the matmul keeps x (for w's gradient; x needs none, so w is not kept), relu keeps its output
+    assert rec.saved_bytes == (8 * 64 + 8 * 64) * 4
+    with counters.record(saved=True) as rec_nograd:
+        with torch.no_grad():
+            (x @ w).relu().sum()
+    assert rec_nograd.saved_bytes == 0
+
+
+@interpreter_only
+def test_trace_shows_which_program_touched_what():
+    x = torch.randn(100)
+    with counters.record(trace=True) as rec:
+        copy(x, block=64)
+    seen = counters.touched(rec, x)
+    assert sorted(seen) == [(0, 0, 0), (1, 0, 0)]
+    assert list(seen[(0, 0, 0)]["load"]) == list(range(64))
+    assert list(seen[(1, 0, 0)]["load"]) == list(range(64, 100))  # masked lanes absent
+    assert len(seen[(1, 0, 0)]["store"]) == 0  # stores went to y, not x

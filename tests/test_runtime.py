@@ -1,0 +1,48 @@
+"""The mode is decided at import, and a Triton that computes nothing is caught."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpuprinciples import runtime
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **env})
+
+
+def test_mode_matches_the_machine():
+    assert runtime.MODE == ("gpu" if runtime.HAS_CUDA else "cpu")
+    assert runtime.INTERPRETER == (not runtime.HAS_CUDA) or os.environ.get("TRITON_INTERPRET") == "1"
+    assert runtime.sizes(cpu=1, gpu=2) == (2 if runtime.HAS_CUDA else 1)
+    assert runtime.self_test() is None
+
+
+def test_importing_the_package_turns_on_the_interpreter_before_kernels_exist():
+    done = python("import os\nos.environ.pop('TRITON_INTERPRET', None)\nimport gpuprinciples, triton\n"
+                  "@triton.jit\ndef k(x):\n    pass\nprint(type(k).__name__)", GPUPRINCIPLES_FORCE_CPU="1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "InterpretedFunction"
+
+
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="breaks the interpreter on purpose")
+def test_a_triton_that_stores_nothing_is_caught():
+    code = ("import gpuprinciples\nfrom gpuprinciples import runtime\n"
+            "B = runtime.interpreter_module().InterpreterBuilder\n"
+            "B.create_masked_store = lambda self, *a, **k: None\n"
+            "print(runtime.self_test())")
+    done = python(code)
+    assert done.returncode == 0, done.stderr
+    assert "known-answer kernel returned wrong values" in done.stdout
+
+
+def test_describe_and_versions():
+    info = runtime.describe()
+    assert info["mode"] == runtime.MODE and info["triton"] != "missing"
+    assert runtime.triton_version() >= (3, 6)
