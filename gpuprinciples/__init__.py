@@ -4,8 +4,10 @@ Importing the package first decides the mode (runtime.py): with no GPU it turns 
 interpreter before any kernel is defined, so import it before writing @triton.jit kernels.
 """
 
-from . import runtime  # noqa: F401  (first: sets TRITON_INTERPRET before any kernel exists)
-from . import counters  # noqa: F401
+from . import (
+    counters,  # noqa: F401
+    runtime,  # noqa: F401  (first: sets TRITON_INTERPRET before any kernel exists)
+)
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,4 @@
-"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench.
+"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench, gradebook, exercises.
 
 Exit codes of `grade` (a public contract): 0 passed, 1 not passed (failed, not attempted or an
 error in the learner's code), 2 a usage error (unknown exercise, unreadable file).
@@ -84,6 +84,34 @@ def _bench(args) -> int:
     return bench_main(json_output=args.json, only=args.only)
 
 
+def _gradebook(args) -> int:
+    from pathlib import Path
+
+    from . import gradebook
+    if not Path(args.submissions).is_dir() or not gradebook.find_notebooks(args.submissions):
+        print(f"error: no SUBMISSIONS/<learner>/*.ipynb under {args.submissions}", file=sys.stderr)
+        return 2
+    devices = None if args.gpus is None else [d for d in args.gpus.split(",") if d]
+    out = Path(args.out)
+    runs = gradebook.run_all(args.submissions, timeout=args.timeout, executed_dir=out / "executed", devices=devices,
+                             progress=lambda r: print(f"{r.learner}/{r.notebook}: {r.status}, "
+                                                      f"{len(r.reports)} checks, {r.seconds} s", flush=True))
+    for kind, path in gradebook.write(runs, out).items():
+        print(f"wrote {path}")
+    return 0
+
+
+def _exercises(args) -> int:
+    from . import exercises, gradebook
+    if args.markdown:
+        print(gradebook.exercise_table())
+        return 0
+    for ex in exercises.all_exercises().values():
+        cpu, gpu = gradebook.what_is_graded(ex)
+        print(f"{ex.id}  ({ex.kind}) {ex.title}\n    without a GPU: {cpu}\n    on a GPU:      {gpu}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="gpuprinciples", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -113,6 +141,17 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--only", default=None, help="comma-separated exercise ids")
     p.set_defaults(func=_bench)
+
+    p = sub.add_parser("gradebook", help="run every learner's notebooks and write a CSV and HTML gradebook")
+    p.add_argument("submissions", help="a folder of SUBMISSIONS/<learner>/*.ipynb (never modified)")
+    p.add_argument("--out", required=True, help="folder for gradebook.csv, gradebook.html, executed notebooks")
+    p.add_argument("--timeout", type=int, default=600, help="seconds each cell may run")
+    p.add_argument("--gpus", default=None, help="comma-separated GPU ids, one worker each (default: all visible)")
+    p.set_defaults(func=_gradebook)
+
+    p = sub.add_parser("exercises", help="list every exercise and what it grades with and without a GPU")
+    p.add_argument("--markdown", action="store_true", help="one Markdown table")
+    p.set_defaults(func=_exercises)
 
     try:
         args = parser.parse_args(argv)

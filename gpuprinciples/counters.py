@@ -109,6 +109,10 @@ class Recording:
     flops_by_dtype: Counter = field(default_factory=Counter)
     saved_bytes: int = 0
     accesses: list[Access] = field(default_factory=list)
+    # (start, end) byte ranges of the tensors passed in as inputs, and the bytes Triton loaded from them
+    input_ranges: list[tuple[int, int]] = field(default_factory=list)
+    input_bytes: int = 0
+    input_load_bytes: int = 0
 
     @property
     def triton_launches(self) -> int:
@@ -135,6 +139,8 @@ class Recording:
             "flops_by_dtype": dict(self.flops_by_dtype),
             "saved_bytes": self.saved_bytes,
             "bytes_counted": runtime.INTERPRETER,
+            "input_bytes": self.input_bytes if self.input_ranges else None,
+            "input_load_bytes": self.input_load_bytes if self.input_ranges else None,
         }
 
     def summary(self) -> str:
@@ -184,6 +190,11 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
                 op_bytes = {op: nbytes}
             builder = runtime.interpreter_module().interpreter_builder
             for rec in stack:
+                if op_bytes.get("load") and rec.input_ranges:
+                    inside = np.zeros(addresses.shape, dtype=bool)
+                    for start, end in rec.input_ranges:
+                        inside |= (addresses >= start) & (addresses < end)
+                    rec.input_load_bytes += int(inside.sum()) * itemsize
                 rec.load_bytes += op_bytes.get("load", 0)
                 rec.store_bytes += op_bytes.get("store", 0)
                 if rec.launches:
@@ -275,12 +286,20 @@ def _matmul_flops(func, args, kwargs, out) -> int:
 
 
 class _OpRecorder(TorchDispatchMode):
+    """Counts for its own recording only: with nested recordings each mode sees every op once
+    (an inner mode's call of `func` reaches the outer mode), so each adds to its own."""
+
+    def __init__(self, rec: "Recording"):
+        super().__init__()
+        self.rec = rec
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        stack = _active()
-        if not stack or _state.in_triton:
+        _active()
+        if _state.in_triton:
             return out
+        stack = [self.rec]
         name = func.overloadpacket.__name__
         inputs = list(_tensors(args)) + list(_tensors(kwargs))
         outputs = list(_tensors(out))
@@ -307,13 +326,20 @@ class _OpRecorder(TorchDispatchMode):
 
 
 @contextmanager
-def record(trace: bool = False, saved: bool = False, torch_ops: bool = True):
+def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inputs=()):
     """Count what the code in the block does. `trace=True` keeps every access (for drawing);
-    `saved=True` counts the bytes autograd saves for backward."""
+    `saved=True` counts the bytes autograd saves for backward; `inputs` (tensors) also counts the bytes
+    Triton loads from them (a kernel that does the work reads every input byte at least once)."""
     rec = Recording(trace=trace)
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.numel():
+            first = t.data_ptr()
+            last = first + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) * t.element_size()
+            rec.input_ranges.append((first, last + t.element_size()))
+            rec.input_bytes += t.numel() * t.element_size()
     stack = _active()
     stack.append(rec)
-    mode = _OpRecorder() if torch_ops else None
+    mode = _OpRecorder(rec) if torch_ops else None
     seen_storages: set[int] = set()
 
     def pack(t):

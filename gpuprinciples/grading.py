@@ -172,8 +172,17 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
                 problems.append(f"changed its input on case {case.label}: inputs must be left as they were")
             if result.get("aliases_input"):
                 problems.append(f"returned its input (or a view of it) on case {case.label}: return a new tensor")
+            if result.get("reuses_output"):
+                problems.append(f"returned memory it had already returned on an earlier call (case {case.label}): "
+                                "return a new tensor every call")
+            if exercise.compare is None and result.get("output_type", "torch.Tensor") != "torch.Tensor":
+                problems.append(f"returned a {result['output_type']}, not a torch.Tensor (case {case.label})")
             if exercise.compare is None and result.get("output_device") not in (None, runtime.DEVICE):
                 problems.append(f"returned a tensor on {result['output_device']}, expected it on {runtime.DEVICE}")
+            if not problems and exercise.compare is None and case.decoy is not None and "decoy_output" in result:
+                decoy_want = exercise.reference(*case.decoy, **case.kwargs)
+                problems = [f"on the warm-up call (same shapes, other values): {p}" for p in compare(
+                    result["decoy_output"], decoy_want, case, dtype=_output_dtype(case, decoy_want))]
             if not problems:
                 got = result["output"]
                 problems = compare(got, want, case) if exercise.compare else compare(got, want, case,
@@ -206,7 +215,7 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         if largest_counts is not None:
             case, counts = largest_counts
             report.measurements["counts"] = {"case": case.label, **counts}
-            if runtime.INTERPRETER:
+            if runtime.INTERPRETER and exercise.run is None:  # a custom run counts a whole program, not a kernel
                 report.measurements.update(_byte_summary(exercise, case, counts))
 
         if report.status == FAILED and not report.reasons:
@@ -285,7 +294,7 @@ def _time_on_gpu(exercise: FunctionExercise, child: "_Child", report: Report, se
     from .worker import _fingerprint
 
     spec = exercise.timing
-    timing_seed, sample_seed = seed ^ 0x5EED, seed ^ 0xF1A9
+    timing_seed, sample_seed = secrets.randbits(62), secrets.randbits(62)  # nothing the worker sees reveals `seed`
     result = child.command({"cmd": "time", "seed": timing_seed, "sample_seed": sample_seed}, "timing")
     if result is None:
         report.fail(child.failure)

@@ -186,13 +186,25 @@ class _Packer:
 
 
 def _names_used(source: str) -> set[str]:
-    """Every name a piece of source reads (decorators and default values included)."""
+    """The names a piece of source reads from its module (decorators and defaults included).
+
+    A name that the source binds itself (a parameter, an assignment, a loop or comprehension
+    variable, an import inside the function) is its own, not the notebook's: `def f(x)` must not
+    pick up a notebook tensor called `x`. Names declared `global` are looked up all the same.
+    """
     tree = ast.parse(source)
+    loaded: set[str] = set()
     bound: set[str] = set()
-    used: set[str] = set()
+    declared_global: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
-            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
-    # a name assigned in the function is local unless read before; keep it simple and safe:
-    # names that are only ever bound locally are not looked up in the notebook
-    return used
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Global):
+            declared_global.update(node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not tree.body[0]:
+            bound.add(node.name)
+    return (loaded - bound) | (loaded & declared_global)

@@ -9,6 +9,7 @@ and it watches the modules the grading depends on for patching.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import traceback
@@ -20,7 +21,7 @@ _perf_counter = __import__("time").perf_counter
 
 import torch  # noqa: E402
 
-from . import channel, counters, runtime  # noqa: E402
+from . import channel, counters, runtime, timing  # noqa: E402  (timing: its clocks, taken now)
 from .exercises import get as get_exercise  # noqa: E402
 
 _clone = torch.Tensor.clone
@@ -34,6 +35,11 @@ WATCHED = {  # namespaces whose attributes learner code must not replace
     "time": __import__("time"),
     "gpuprinciples.counters": counters,
     "gpuprinciples.channel": channel,
+    "gpuprinciples.timing": timing,
+    "gpuprinciples.runtime": runtime,
+    "torch.cuda.Event": torch.cuda.Event,
+    "torch.cuda.Stream": torch.cuda.Stream,
+    "gpuprinciples.worker": sys.modules[__name__],  # this module runs as __main__
 }
 
 
@@ -44,21 +50,26 @@ def _snapshot() -> dict[str, int]:
     for prefix, space in WATCHED.items():
         names = dir(space) if isinstance(space, type) else list(vars(space))
         for name in names:
-            value = getattr(space, name, None)
-            if callable(value) and not name.startswith("__"):  # functions and classes, not state
+            # the stored object, not what getattr builds (a classmethod gives a new bound method each time)
+            value = inspect.getattr_static(space, name, None) if isinstance(space, type) else getattr(space, name, None)
+            if (callable(value) or isinstance(value, (classmethod, staticmethod))) and not name.startswith("__"):
                 snap[f"{prefix}.{name}"] = id(value)
     if runtime.INTERPRETER:
         interp = runtime.interpreter_module()
         for name in list(runtime.interpreter_memory_methods()) + ["__call__"]:
             owner = interp.GridExecutor if name == "__call__" else interp.InterpreterBuilder
             snap[f"triton.interpreter.{owner.__name__}.{name}"] = id(getattr(owner, name))
+        for name, value in vars(interp.interpreter_builder).items():  # an instance attribute shadows the class
+            if callable(value):
+                snap[f"triton.interpreter.interpreter_builder.{name}"] = id(value)
     return snap
 
 
-def _tampered(before: dict[str, int]) -> list[str]:
+def _tampered(before: dict[str, int], _snapshot=_snapshot) -> list[str]:
     after = _snapshot()
     changed = {k for k, v in before.items() if after.get(k) != v}
-    added = {k for k in after.keys() - before.keys() if k.startswith("torch.Tensor.")}
+    added = {k for k in after.keys() - before.keys()
+             if k.startswith(("torch.Tensor.", "torch.cuda.Event.", "triton.interpreter."))}
     return sorted(changed | added)
 
 
@@ -117,17 +128,22 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return _equal(a, b)
 
 
-def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dict) -> dict:
+def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dict, *,
+             _record=counters.record, _tampered=_tampered, _portable=_portable) -> dict:
+    # (the defaults are bound now, before learner code runs: replacing the module's names does nothing)
     args = _to_device(case["args"], device)
     kwargs = _to_device(case["kwargs"], device)
     result: dict = {"event": "case", "index": case["index"], "error": None}
     runner = exercise.run or (lambda f, a, k: f(*a, **k))
+    decoy_out = None
     try:
         if case.get("decoy") is not None:  # warm-up, autotuning, and a trap for cached answers
-            runner(fn, _to_device(case["decoy"], device), kwargs)
+            decoy_out = runner(fn, _to_device(case["decoy"], device), kwargs)
+            runtime.synchronize()
+            result["decoy_output"] = _portable(decoy_out)  # a copy, taken before the next call
         pristine = [_clone(t) for t in _tensors(args)]
         runtime.synchronize()
-        with counters.record() as rec:
+        with _record(inputs=_tensors(args)) as rec:
             out = runner(fn, args, kwargs)
             runtime.synchronize()
     except BaseException as exc:  # noqa: BLE001 - the learner's error, reported in words
@@ -143,7 +159,11 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     input_storages = {t.untyped_storage().data_ptr() for t in inputs}
     result["aliases_input"] = exercise.inputs_read_only and any(
         t.untyped_storage().data_ptr() in input_storages for t in outs if type(t) is torch.Tensor)
+    decoy_storages = {t.untyped_storage().data_ptr() for t in _tensors(decoy_out) if type(t) is torch.Tensor}
+    result["reuses_output"] = any(t.untyped_storage().data_ptr() in decoy_storages
+                                  for t in outs if type(t) is torch.Tensor)
     result["output"] = _portable(out)
+    result["output_type"] = f"{type(out).__module__}.{type(out).__qualname__}"
     result["output_device"] = str(out.device.type) if isinstance(out, torch.Tensor) else None
     result["counts"] = rec.as_dict()
     result["tampered"] = _tampered(watch)
@@ -158,9 +178,8 @@ def _fingerprint(out: torch.Tensor, seed: int) -> dict:
             "abs_sum": float(flat.double().abs().sum()), "shape": list(out.shape), "dtype": str(out.dtype)}
 
 
-def time_case(exercise, fn, command: dict, device: str, source_file: str, watch: dict) -> dict:
-    from . import timing
-
+def time_case(exercise, fn, command: dict, device: str, source_file: str, watch: dict, *,
+              _tampered=_tampered) -> dict:
     spec = exercise.timing
     gen = torch.Generator(device=device).manual_seed(command["seed"])
     args = spec.inputs(gen, device)
@@ -223,6 +242,8 @@ def main() -> None:
     with counters.record():
         torch.ones(2) + 1
     watch = _snapshot()
+    # what the loop below calls, bound before learner code can replace the module-level names
+    send, receive, tampered, run_one, time_one = channel.send_data, channel.recv_command, _tampered, run_case, time_case
     # Import the learner's module: its top-level code runs here, inside this child.
     import importlib.util
     try:
@@ -235,14 +256,14 @@ def main() -> None:
     except BaseException as exc:  # noqa: BLE001
         channel.send_data(out_fd, {"event": "import_error", "error": _describe_error(exc, source_file)})
         return
-    channel.send_data(out_fd, {"event": "ready", "tampered": _tampered(watch)})
+    send(out_fd, {"event": "ready", "tampered": tampered(watch)})
 
     while True:
-        command = channel.recv_command(in_fd)
+        command = receive(in_fd)
         if command["cmd"] == "case":
-            channel.send_data(out_fd, run_case(exercise, fn, command, device, source_file, watch))
+            send(out_fd, run_one(exercise, fn, command, device, source_file, watch))
         elif command["cmd"] == "time":
-            channel.send_data(out_fd, time_case(exercise, fn, command, device, source_file, watch))
+            send(out_fd, time_one(exercise, fn, command, device, source_file, watch))
         else:
             break
     sys.stdout.flush()

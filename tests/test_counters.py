@@ -129,3 +129,11 @@ def test_trace_shows_which_program_touched_what():
     assert list(seen[(0, 0, 0)]["load"]) == list(range(64))
     assert list(seen[(1, 0, 0)]["load"]) == list(range(64, 100))  # masked lanes absent
     assert len(seen[(1, 0, 0)]["store"]) == 0  # stores went to y, not x
+
+
+def test_nested_recordings_count_torch_ops_once_each():
+    x = torch.randn(10)
+    with counters.record() as outer:
+        with counters.record() as inner:
+            x.cos()
+    assert outer.torch_compute_ops["cos"] == 1 and inner.torch_compute_ops["cos"] == 1

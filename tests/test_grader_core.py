@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,8 +12,6 @@ import torch
 from gpuprinciples import exercises, runtime
 from gpuprinciples.grading import grade
 from gpuprinciples.report import ERROR, FAILED, NOT_ATTEMPTED, PASSED
-
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"

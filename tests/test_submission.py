@@ -74,7 +74,8 @@ NOTEBOOK_CELLS = [
     "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n"
     "    tl.store(y_ptr + offs, tl.cos(tl.cos(tl.load(x_ptr + offs, mask=mask))), mask=mask)",
     "def grid(n):\n    return (triton.cdiv(n, BLOCK),)\n\n"
-    "def cos_cos(x):\n    y = torch.empty_like(x)\n    kernel[grid(x.numel())](x, y, x.numel(), BLOCK=BLOCK)\n    return y",
+    "def cos_cos(x):\n    y = torch.empty_like(x)\n"
+    "    kernel[grid(x.numel())](x, y, x.numel(), BLOCK=BLOCK)\n    return y",
     "report = check('fusion.cos_cos', cos_cos)\nassert report.passed, report.reasons\n"
     "assert report.measurements['launches'] == 1 or report.mode == 'gpu'",
     "def stub(x):\n    raise NotImplementedError('Exercise: write your solution here')\n"
@@ -89,3 +90,11 @@ def test_a_kernel_defined_in_a_real_notebook_is_graded(tmp_path):
     assert html and "PASSED" in html[0]["data"]["text/html"]  # the report was shown once, as HTML
     shown = [o for o in nb.cells[4].outputs if "text/html" in o.get("data", {})]
     assert len(shown) == 1 and "NOT ATTEMPTED" in shown[0]["data"]["text/html"]  # once, not twice
+
+
+def test_parameters_and_locals_are_not_looked_up_in_the_notebook():
+    import torch
+    fn = define("def f(x, b):\n    y = x + b\n    return [t * 2 for t in (y,)][0]\n", "f")
+    fn.__globals__.update(x=torch.zeros(2), y=torch.zeros(2), t=torch.zeros(2), b=torch.zeros(2))
+    sub = from_function(fn)  # would refuse the global tensors if it looked them up
+    assert run_packed(sub, 1, 2) == 6

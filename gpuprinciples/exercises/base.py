@@ -135,6 +135,11 @@ class BytesWithin(Requirement):
         return f"moves at most {self.factor:g} × the minimum bytes"
 
     def evaluate(self, counts, case):
+        need, read = counts.get("input_bytes"), counts.get("input_load_bytes")
+        if need and read is not None and read < need:
+            return (f"the Triton kernel read {_fmt_bytes(read)} of the {_fmt_bytes(need)} of input in case "
+                    f"{case.label}: the work was done outside the kernel; every input element must pass "
+                    f"through it")
         moved = counts["load_bytes"] + counts["store_bytes"] + counts["torch_bytes"]
         least = self.minimum(case)
         if moved > self.factor * least:

@@ -1,8 +1,6 @@
 import os
 import pickle
 
-import torch
-
 
 class Evil:
     def __reduce__(self):

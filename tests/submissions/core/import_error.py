@@ -1,4 +1,3 @@
-import torch
 
 raise RuntimeError("broken at import")
 

@@ -1,0 +1,227 @@
+"""FlashAttention forward: softmax(Q Kᵀ / √D) V without the N×N score matrix ever leaving the chip.
+
+One program per (query tile, batch·head). It loads its BLOCK_M rows of Q once, then streams the
+K and V tiles past them, keeping a running row maximum `m`, row sum `l` and an unnormalised output
+`acc` in registers (the online softmax). HBM traffic: Q, K, V read (K and V once per query tile),
+O written once. Ideas from Triton's tutorial 06 (fused attention) and FlashAttention-2:
+
+* exp2 with log2(e) folded into the softmax scale (one multiply saved per score);
+* causal attention split into an off-diagonal loop with no masking at all and a diagonal loop
+  that masks, so most tiles pay nothing for the mask;
+* tensor descriptors (`tl.make_tensor_descriptor`) per (batch, head): rows past N are read as
+  zeros and never written, so N needs not be a multiple of the tile size (TMA on Hopper).
+
+    python -m gpuprinciples.kernels.attention          # GPU: check, then time against SDPA
+    python -m gpuprinciples.kernels.attention --sweep  # GPU: TFLOP/s of each tile configuration
+"""
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from .. import runtime
+
+LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, lo, hi, N, qk_scale,
+            BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
+    """Stream the K/V tiles with rows [lo, hi) past the Q tile, updating (acc, l, m)."""
+    offs_n0 = tl.arange(0, BLOCK_N)
+    for start_n in range(lo, hi, BLOCK_N):
+        k = k_desc.load([start_n, 0])
+        s = tl.dot(q, k.T, input_precision=PRECISION) * qk_scale  # scores in log2 units
+        if MASK:  # only the tiles on the diagonal or past the end pay for this
+            offs_n = start_n + offs_n0
+            keep = offs_n[None, :] < N
+            if CAUSAL:
+                keep = keep & (offs_m[:, None] >= offs_n[None, :])
+            s = tl.where(keep, s, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)  # rescales what was summed under the old maximum
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = v_desc.load([start_n, 0])
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attention_kernel(Q, K, V, Out, H, N, qk_scale,
+                     sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, N_KEY,
+                     D: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # N_KEY (N rounded up to a power of two) is only the autotuner's key: one tuning per size class.
+    tl.static_assert(BLOCK_M % BLOCK_N == 0)
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = (bh // H).to(tl.int64)
+    h = (bh % H).to(tl.int64)
+    if CAUSAL:  # the longest rows first: the last query tiles have the most keys to visit
+        pid_m = tl.num_programs(0) - 1 - pid_m
+    start_m = pid_m * BLOCK_M
+
+    q_desc = tl.make_tensor_descriptor(Q + b * sqb + h * sqh, shape=[N, D], strides=[sqn, 1],
+                                       block_shape=[BLOCK_M, D])
+    k_desc = tl.make_tensor_descriptor(K + b * skb + h * skh, shape=[N, D], strides=[skn, 1],
+                                       block_shape=[BLOCK_N, D])
+    v_desc = tl.make_tensor_descriptor(V + b * svb + h * svh, shape=[N, D], strides=[svn, 1],
+                                       block_shape=[BLOCK_N, D])
+    o_desc = tl.make_tensor_descriptor(Out + b * sob + h * soh, shape=[N, D], strides=[son, 1],
+                                       block_shape=[BLOCK_M, D])
+
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    m_i = tl.full([BLOCK_M], -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, D], dtype=tl.float32)
+    q = q_desc.load([start_m, 0])  # stays on chip for the whole loop
+
+    if CAUSAL:
+        # keys [0, start_m) are before every query of this tile: no mask at all
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, 0, start_m, N, qk_scale,
+                                BLOCK_N, False, True, PRECISION)
+        # the diagonal tile(s): mask keys after the query (and past N)
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, start_m,
+                                tl.minimum(start_m + BLOCK_M, N), N, qk_scale, BLOCK_N, True, True, PRECISION)
+    else:
+        full = N - N % BLOCK_N
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, 0, full, N, qk_scale,
+                                BLOCK_N, False, False, PRECISION)
+        # the last, partial K/V tile: mask the rows past N (the descriptor read them as zeros)
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, full, N, N, qk_scale,
+                                BLOCK_N, True, False, PRECISION)
+
+    o_desc.store([start_m, 0], (acc / l_i[:, None]).to(Out.dtype.element_ty))  # rows past N are dropped
+
+
+# On a GPU the tile shape is tuned once per (size class, head dim, causal, dtype). Configurations
+# whose buffers do not fit in shared memory are skipped by the autotuner.
+GPU_CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
+    for bm, bn, s, w in [(128, 64, 3, 4), (128, 64, 4, 4), (128, 64, 3, 8), (128, 64, 4, 8),
+                         (128, 128, 2, 8), (128, 128, 3, 8), (64, 64, 3, 4), (64, 64, 4, 4)]
+]
+attention_kernel_tuned = triton.autotune(GPU_CONFIGS, key=["N_KEY", "D", "CAUSAL"])(attention_kernel)
+
+CPU_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32}  # the interpreter: small tiles, few of them
+SMALL_GPU_BLOCKS = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}  # short sequences: no tuning
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              blocks: dict | None = None) -> torch.Tensor:
+    """softmax(q kᵀ / √D [+ causal mask]) v for q, k, v of shape [B, H, N, D] (last dim contiguous).
+
+    `blocks` fixes the tile configuration (BLOCK_M, BLOCK_N, optionally num_warps/num_stages)
+    instead of the default: autotuned on a GPU for N ≥ 1024, fixed otherwise.
+    """
+    B, H, N, D = q.shape
+    assert k.shape == v.shape == q.shape, "q, k and v must have the same shape [B, H, N, D]"
+    assert D in (16, 32, 64, 128, 256), "head dim must be a power of two from 16 to 256"
+    assert q.stride(-1) == k.stride(-1) == v.stride(-1) == 1, "the head dim must be contiguous"
+    o = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)
+    args = (q, k, v, o, H, N, LOG2E / math.sqrt(D), *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
+            *o.stride()[:3], triton.next_power_of_2(N))
+    meta = dict(D=D, CAUSAL=bool(causal), PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
+    if blocks is None and runtime.HAS_CUDA and N >= 1024:
+        grid = lambda cfg: (triton.cdiv(N, cfg["BLOCK_M"]), B * H)  # noqa: E731
+        attention_kernel_tuned[grid](*args, **meta)
+        return o
+    if blocks is None:
+        blocks = SMALL_GPU_BLOCKS if runtime.HAS_CUDA else CPU_BLOCKS
+    attention_kernel[(triton.cdiv(N, blocks["BLOCK_M"]), B * H)](*args, **meta, **blocks)
+    return o
+
+
+# -------------------------------------------------------------------------------------------------
+# Baselines and a standalone check-and-time (GPU)
+# -------------------------------------------------------------------------------------------------
+
+
+def naive_attention(q, k, v, causal: bool = False):
+    """The textbook way: the N×N scores and probabilities go to memory and come back."""
+    s = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+def sdpa(backend_name: str):
+    """F.scaled_dot_product_attention restricted to one backend ("FLASH_ATTENTION", "CUDNN_ATTENTION", ...)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = getattr(SDPBackend, backend_name)
+
+    def run(q, k, v, causal: bool = False):
+        with sdpa_kernel(backend):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    run.__name__ = run.__qualname__ = f"sdpa_{backend_name.lower()}"
+    return run
+
+
+def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
+    import argparse
+
+    from triton.testing import do_bench
+
+    parser = argparse.ArgumentParser(description="check and time the FlashAttention kernel on a GPU")
+    parser.add_argument("--shape", default="4,16,4096,128", help="B,H,N,D")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--sweep", action="store_true", help="time every configuration in GPU_CONFIGS")
+    a = parser.parse_args(argv)
+    assert torch.cuda.is_available(), "this check needs a CUDA GPU"
+    B, H, N, D = map(int, a.shape.split(","))
+    dtype = getattr(torch, a.dtype)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(B, H, N, D, generator=gen, device="cuda", dtype=dtype) for _ in range(3))
+    flops = 4 * B * H * N * N * D // (2 if a.causal else 1)
+    print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}; "
+          f"B={B} H={H} N={N} D={D} {a.dtype} causal={a.causal}")
+
+    from ..exercises.flash import _attention_reference
+    ref = _attention_reference(q, k, v, a.causal)  # float64, one batch at a time
+    out = attention(q, k, v, a.causal)
+    err = (out.double() - ref).abs().max().item()
+    print(f"max |error| vs float64: ours {err:.2e}", end="")
+    for name in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+        try:
+            print(f", {name.lower()} {(sdpa(name)(q, k, v, a.causal).double() - ref).abs().max().item():.2e}",
+                  end="")
+        except RuntimeError as exc:
+            print(f", {name.lower()} unavailable ({str(exc).splitlines()[0][:60]})", end="")
+    print()
+    assert err < 2e-2, "the kernel is wrong at this size"
+    del ref
+
+    def tflops(fn):
+        ms = do_bench(lambda: fn(q, k, v, a.causal), warmup=50, rep=300)
+        return ms, flops / ms / 1e9
+
+    if a.sweep:
+        for cfg in GPU_CONFIGS:
+            blocks = dict(cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+            try:
+                ms, tf = tflops(lambda q, k, v, c: attention(q, k, v, c, blocks=blocks))
+                print(f"  {blocks}: {ms:.3f} ms, {tf:.0f} TFLOP/s")
+            except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory
+                print(f"  {blocks}: failed ({type(exc).__name__})")
+    rows = [("ours (triton)", attention), ("naive", naive_attention),
+            ("sdpa flash", sdpa("FLASH_ATTENTION")), ("sdpa cudnn", sdpa("CUDNN_ATTENTION"))]
+    for name, fn in rows:
+        try:
+            ms, tf = tflops(fn)
+            print(f"{name:>14}: {ms:8.3f} ms  {tf:6.0f} TFLOP/s")
+        except RuntimeError as exc:
+            print(f"{name:>14}: unavailable ({str(exc).splitlines()[0][:80]})")
+    best = attention_kernel_tuned.best_config if hasattr(attention_kernel_tuned, "best_config") else None
+    if best is not None:
+        print(f"autotuner picked {best}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()

@@ -1,0 +1,7 @@
+"""Adversarial: hands the whole job to PyTorch's scaled_dot_product_attention."""
+
+import torch
+
+
+def attention(q, k, v, causal=False):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)

@@ -1,0 +1,15 @@
+"""Writes the answer into x and returns x."""
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.cos(tl.cos(tl.load(x_ptr + offs, mask=mask))), mask=mask)
+
+
+def cos_cos(x):
+    k[(triton.cdiv(x.numel(), 1024),)](x, x.numel(), BLOCK=1024)
+    return x

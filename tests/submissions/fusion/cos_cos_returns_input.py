@@ -1,0 +1,5 @@
+"""Returns x itself."""
+
+
+def cos_cos(x):
+    return x

@@ -1,0 +1,12 @@
+"""Returns the right values in a torch.Tensor subclass (which could override ==, allclose, ...)."""
+import torch
+
+from gpuprinciples.kernels.cos_cos import cos_cos as _fused
+
+
+class Sneaky(torch.Tensor):
+    pass
+
+
+def cos_cos(x):
+    return _fused(x).as_subclass(Sneaky)

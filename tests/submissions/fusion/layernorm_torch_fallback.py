@@ -1,0 +1,6 @@
+"""PyTorch does the work."""
+import torch
+
+
+def layernorm(x, weight, bias, eps):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)

@@ -1,0 +1,5 @@
+"""PyTorch does the work."""
+
+
+def vector_add(x, y):
+    return x + y

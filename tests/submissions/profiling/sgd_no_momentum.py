@@ -1,0 +1,8 @@
+# Mistake: forgets the momentum buffer in the parameter update.
+import torch
+
+
+def sgd_momentum(params, grads, bufs, lr, momentum):
+    new_bufs = torch._foreach_add(torch._foreach_mul(bufs, momentum), grads)
+    new_params = torch._foreach_add(params, grads, alpha=-lr)
+    return new_params, new_bufs

@@ -1,0 +1,5 @@
+"""Runs out of memory (raised here rather than by allocating: the test machine must survive)."""
+
+
+def cos_cos(x):
+    raise MemoryError("could not allocate 200 GiB")

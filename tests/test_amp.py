@@ -1,0 +1,63 @@
+"""Lesson 04: amp.train_step graded for real (fp32 loss curve, first-step gradients, FLOPs by dtype,
+master weights), and wrong conversions failed for the right reason."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpuprinciples.exercises import amp
+from gpuprinciples.grading import grade
+from gpuprinciples.models import tiny_lm, token_batch
+from gpuprinciples.submission import from_path
+
+SUBMISSIONS = Path(__file__).parent / "submissions" / "amp"
+SEED = 20261202
+
+
+def test_fp16_underflow_and_scaling():
+    grad = torch.tensor(1e-8)
+    assert grad.half().item() == 0.0  # below fp16's smallest subnormal (6e-8): gone
+    scaled = (grad * 65536).half()  # the GradScaler's initial scale
+    assert scaled.item() != 0.0
+    assert abs(scaled.float().item() / 65536 - 1e-8) < 1e-10  # unscaled in fp32, it survives
+    assert grad.bfloat16().item() != 0.0  # bf16 has fp32's exponent range
+
+
+def test_matmul_flops_by_dtype_under_cpu_autocast():
+    model = tiny_lm(0, vocab=64, d_model=16, hidden=32, n_layers=2)
+    x, y = token_batch(1, 64, 2, 8)
+    counter = amp.MatmulFlops()
+    with counter:
+        model.loss(x, y).backward()
+    assert set(counter.by_dtype) == {"float32"}
+    tokens = 16
+    forward = 2 * tokens * (2 * 2 * 16 * 32 + 16 * 64)  # two blocks of two Linears, the head
+    assert counter.by_dtype["float32"] == 3 * forward  # backward is twice the forward
+    counter = amp.MatmulFlops()
+    with counter, torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model.loss(x, y)
+    with counter:
+        loss.backward()
+    assert counter.by_dtype == {"bfloat16": 3 * forward}
+    assert amp.low_precision_share(counter.by_dtype) == 1.0
+
+
+def test_reference_solution_passes():
+    report = grade("amp.train_step", amp.amp_step, seed=SEED)
+    assert report.passed, report.reasons
+
+
+@pytest.mark.parametrize("name, words", [
+    ("no_autocast.py", ["0% of matmul FLOPs", "autocast"]),
+    ("low_precision_weights.py", ["master weights are not float32"]),
+    ("no_scaler.py", ["float16", "flush to zero", "GradScaler"]),
+    ("clip_before_unscale.py", ["float16", "unscale_"]),
+    ("partial_autocast.py", ["of matmul FLOPs ran in bf16/fp16", "95%"]),
+])
+def test_wrong_conversions_fail_for_the_right_reason(name, words):
+    report = grade("amp.train_step", from_path(f"{SUBMISSIONS / name}:amp_step"), seed=SEED)
+    assert not report.passed
+    text = " ".join(report.reasons)
+    for word in words:
+        assert word in text, (word, report.reasons)

@@ -1,0 +1,140 @@
+"""Lesson 02 (the three bounds): the op catalogue, the value exercises, and adversarial submissions."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+from conftest import SUBMISSIONS
+
+from gpuprinciples import hardware, roofline, runtime
+from gpuprinciples.exercises import bounds
+from gpuprinciples.grading import grade
+from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.submission import Submission
+
+# ---- the catalogue ------------------------------------------------------------------------------
+
+
+def test_work_is_counted_from_the_ops_themselves():
+    by_name = {op.name: bounds.work(op) for op in bounds.OPS}
+    assert by_name["add_big"] == (2**26, 3 * 2**26 * 4)  # read x and y, write x + y
+    assert by_name["mm_big"] == (2 * 8192**3, 3 * 8192**2 * 2)
+    flops, nbytes = by_name["mm_skinny"]
+    assert flops == 2 * 8192 * 8192 * 64 and nbytes == (2 * 8192 * 64 + 8192**2) * 2
+    # a matmul below the ridge: memory-bound although it is a matmul
+    assert flops / nbytes < hardware.SPECS["H200"].ridge_point("bf16")
+
+
+def test_datasheet_bounds_cover_all_three_and_follow_the_roofline():
+    got = {op.name: bounds.datasheet_bound(op) for op in bounds.OPS}
+    assert set(got.values()) == {"compute", "memory", "overhead"}
+    assert got["mm_big"] == "compute" and got["mm_skinny"] == "memory" and got["add_tiny"] == "overhead"
+    # an A100 agrees on every op: the answer is a property of the op, not of the chip
+    assert got == {op.name: bounds.datasheet_bound(op, hardware.SPECS["A100"]) for op in bounds.OPS}
+
+
+def test_measured_bound_calls_a_slow_run_overhead():
+    op = next(o for o in bounds.OPS if o.name == "add_big")
+    ceilings = hardware.Ceilings("cuda", "test", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=700e12)
+    model = bounds.work(op)[1] / 4e12
+    assert bounds.measured_bound(op, model * 1.2, ceilings) == "memory"
+    assert bounds.measured_bound(op, model * 10, ceilings) == "overhead"
+
+
+# ---- value exercises ----------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(runtime.HAS_CUDA, reason="on a GPU the expected bounds are measured (see the notebook)")
+def test_classify_right_and_wrong():
+    right = {op.name: bounds.datasheet_bound(op) for op in bounds.OPS}
+    assert grade("bounds.classify", right).status == PASSED
+    wrong = dict(right, mm_skinny="compute")
+    report = grade("bounds.classify", wrong)
+    assert report.status == FAILED and "mm_skinny: you said compute" in " ".join(report.reasons)
+    missing = {k: v for k, v in right.items() if k != "mm_big"}
+    assert "no answer for mm_big" in grade("bounds.classify", missing).reasons[0]
+    assert "not one of" in grade("bounds.classify", dict(right, add_tiny="latency")).reasons[0]
+    assert grade("bounds.classify", None).status == NOT_ATTEMPTED
+
+
+def test_ridge_point_names_the_sparse_trap():
+    spec = hardware.SPECS["H100"]
+    assert grade("bounds.ridge_h100", spec.dense_bf16_tflops / spec.bandwidth_tbs).status == PASSED
+    sparse = grade("bounds.ridge_h100", spec.sparse_bf16_tflops / spec.bandwidth_tbs)
+    assert sparse.status == FAILED and "sparse" in sparse.reasons[0]
+    assert "off by 1000" in grade("bounds.ridge_h100", spec.dense_bf16_tflops / spec.bandwidth_tbs / 1e3).reasons[0]
+
+
+def test_max_dispatches_counts_work_not_views():
+    req = bounds.MaxDispatches(2)
+    case = bounds.Case("c", ())
+    views = {"torch_ops": {"view": 9, "t": 4, "addmm": 1, "gelu": 1}, "triton_launches": 0}
+    assert req.evaluate(views, case) is None
+    more = {"torch_ops": {"addmm": 1, "gelu": 1}, "triton_launches": 1}
+    assert "3 operator dispatches" in req.evaluate(more, case)
+
+
+def test_knee_cases_are_never_borderline():
+    for seed in range(20):
+        for case in bounds._knee_cases(torch.Generator().manual_seed(seed), "cpu"):
+            batches, times = case.args
+            line = bounds.KNEE_FACTOR * min(times)
+            assert all(abs(t / line - 1) > 0.02 for t in times), case.label
+            assert len(set(batches)) == len(batches)
+
+
+# ---- function exercises: the reference passes, each mistake fails for its reason -----------------
+
+ADVERSARIAL = [
+    ("bounds.knee", "knee_first_over.py", "knee", "too late"),
+    ("bounds.knee", "knee_first_time.py", "knee", "cold first"),
+    ("bounds.knee", "knee_walk.py", "knee", "a spike"),
+    ("bounds.knee", "knee_float.py", "knee", "expected a batch size, an int"),
+    ("bounds.knee", "knee_index.py", "knee", "not one of the batch sizes"),
+    ("bounds.fewer_dispatches", "mlp_written_out.py", "mlp_tail", "operator dispatches per call"),
+    ("bounds.fewer_dispatches", "mlp_row_loop.py", "mlp_tail", "addmm ×"),
+    ("bounds.fewer_dispatches", "mlp_erf_gelu.py", "mlp_tail", "values wrong"),
+    ("bounds.fewer_dispatches", "mlp_no_bias.py", "mlp_tail", "values wrong"),
+    ("bounds.fewer_dispatches", "mlp_bf16.py", "mlp_tail", "dtype torch.bfloat16, expected torch.float32"),
+]
+SOLUTIONS = [("bounds.knee", "gpuprinciples.kernels.bounds:knee"),
+             ("bounds.fewer_dispatches", "gpuprinciples.kernels.bounds:mlp_tail")]
+
+
+@pytest.fixture(scope="module")
+def reports():
+    """Every submission graded once, two at a time (each check runs in its own process)."""
+    from gpuprinciples.submission import from_path
+    jobs = {("solution", ex): (ex, Submission(f"from {s.split(':')[0]} import {s.split(':')[1]}\n",
+                                              s.split(":")[1], s)) for ex, s in SOLUTIONS}
+    for ex, file, name, _ in ADVERSARIAL:
+        jobs[(file, ex)] = (ex, from_path(f"{SUBMISSIONS / 'bounds' / file}:{name}"))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {key: pool.submit(grade, ex, sub) for key, (ex, sub) in jobs.items()}
+        return {key: f.result() for key, f in futures.items()}
+
+
+@pytest.mark.parametrize("exercise, solution", SOLUTIONS)
+def test_reference_solution_passes(reports, exercise, solution):
+    report = reports[("solution", exercise)]
+    assert report.status == PASSED, report.reasons
+
+
+@pytest.mark.parametrize("exercise, file, name, why", ADVERSARIAL, ids=[a[1] for a in ADVERSARIAL])
+def test_adversarial_submission_fails_for_its_reason(reports, exercise, file, name, why):
+    report = reports[(file, exercise)]
+    assert report.status == FAILED, report.reasons
+    assert why in " ".join(report.reasons), report.reasons
+
+
+def test_a_solution_counts_two_dispatches(reports):
+    counts = reports[("solution", "bounds.fewer_dispatches")].measurements["counts"]
+    assert counts["torch_compute_ops"] == {"addmm": 1, "gelu": 1}
+
+
+def test_the_written_out_step_and_the_solution_agree():
+    from gpuprinciples.kernels.bounds import mlp_tail
+    gen = torch.Generator().manual_seed(0)
+    x, w, b = torch.randn(7, 33, generator=gen), torch.randn(33, 19, generator=gen), torch.randn(19, generator=gen)
+    torch.testing.assert_close(mlp_tail(x, w, b), bounds.mlp_tail_written_out(x, w, b))
+    assert roofline.LAUNCH_FLOOR_S > 0

@@ -1,0 +1,69 @@
+"""Lesson 05: checkpoint.fit_budget graded by counted activation bytes and recomputed FLOPs, and the
+ways of getting checkpointing wrong failed for the right reason."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpuprinciples.exercises import checkpoint as ck
+from gpuprinciples.grading import grade
+from gpuprinciples.submission import from_path
+
+SUBMISSIONS = Path(__file__).parent / "submissions" / "checkpoint"
+SEED = 20261202
+RECIPE = dict(seed=3, vocab=128, d_model=32, hidden=128, n_layers=6, batch=2, seq=64)
+
+
+def test_plain_step_holds_what_autograd_saves():
+    model, x, y = ck.build(RECIPE, "cpu")
+    saved = {}
+
+    def pack(t):
+        saved[t.untyped_storage()._cdata] = t.untyped_storage().nbytes()
+        return t
+
+    with ck.ActivationMemory(model.parameters()) as mem, torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = ck.plain_loss(model, x, y)  # noqa: F841  (alive: its graph holds the saved tensors)
+        mem.end_forward()
+    params = {t.untyped_storage()._cdata for t in [*model.parameters(), x, y]}
+    activations = sum(n for key, n in saved.items() if key not in params)
+    # every saved activation is alive, and little else is (the loss, cross-entropy's scalars)
+    assert activations <= mem.held <= activations + 1024
+    tokens, d, h = 2 * 64, 32, 128
+    per_block = 4 * tokens * (d + h + h)  # fc1's input, fc1's output (for gelu), gelu's output (for fc2)
+    assert mem.held >= 6 * per_block
+
+
+def test_checkpointing_every_block_trades_memory_for_one_partial_forward():
+    plain = ck.measure(ck.plain_loss, RECIPE)
+    mine = ck.measure(ck.fit_budget, RECIPE)
+    assert mine["loss"] == plain["loss"]
+    for name, g in plain["grads"].items():
+        assert torch.equal(mine["grads"][name], g), name  # recomputation is exact on a CPU
+    assert mine["held"] < 0.4 * plain["held"] and mine["peak"] < 0.4 * plain["peak"]
+    assert mine["forward_flops"] == plain["forward_flops"]
+    extra = mine["backward_flops"] - plain["backward_flops"]
+    # non-reentrant checkpoint stops recomputing once it has what backward needs: fc1 but not fc2
+    tokens, d, h = 2 * 64, 32, 128
+    assert extra == 6 * 2 * tokens * d * h
+
+
+def test_reference_solution_passes():
+    report = grade("checkpoint.fit_budget", ck.fit_budget, seed=SEED)
+    assert report.passed, report.reasons
+
+
+@pytest.mark.parametrize("name, words", [
+    ("nothing.py", ["kept for backward", "100% of the plain step", "budget is 40%"]),
+    ("one_segment.py", ["alive at the worst moment", "one segment", "the peak is unchanged"]),
+    ("reentrant.py", ["got no gradient", "use_reentrant=False"]),
+    ("nested.py", ["recomputed", "at most 1× allowed", "nested"]),
+    ("no_grad_blocks.py", ["got no gradient", "no_grad"]),
+])
+def test_wrong_checkpointing_fails_for_the_right_reason(name, words):
+    report = grade("checkpoint.fit_budget", from_path(f"{SUBMISSIONS / name}:fit_budget"), seed=SEED)
+    assert not report.passed
+    text = " ".join(report.reasons)
+    for word in words:
+        assert word in text, (word, report.reasons)

@@ -1,0 +1,235 @@
+"""Lesson 09: real torch.distributed on gloo ranks: the grader, the counters, and no orphans.
+
+The grading runs are started together (two at a time: each spawns a child that forks its ranks)
+in one fixture, so the file stays well under a minute on two cores.
+"""
+
+import os
+import signal
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpuprinciples import distributed as D
+from gpuprinciples.grading import grade
+from gpuprinciples.submission import from_path
+
+SUBMISSIONS = Path(__file__).parent / "submissions" / "distributed"
+PACKAGE_FILE = Path(D.__file__)
+
+SOLUTIONS = {  # exercise -> the package's reference solution
+    "distributed.allreduce_gradients": f"{PACKAGE_FILE}:allreduce_gradients",
+    "distributed.ring_allreduce": f"{PACKAGE_FILE}:ring_allreduce",
+    "distributed.zero_memory": f"{PACKAGE_FILE}:zero_memory",
+}
+
+# (file, exercise, words that must appear in one reason): each fails for its own reason
+ADVERSARIAL = [
+    ("ddp_sums.py", "distributed.allreduce_gradients", ["all_reduce sums", "divide by the world size"]),
+    ("ddp_twice.py", "distributed.allreduce_gradients", ["all-reduce each gradient once", "(2×)"]),
+    ("ddp_broadcast.py", "distributed.allreduce_gradients", ["rank 0's own gradients", "broadcast"]),
+    ("ddp_divide_by_two.py", "distributed.allreduce_gradients", ["1.5×", "divided by 3"]),
+    ("ring_uses_allreduce.py", "distributed.ring_allreduce", ["called all_reduce", "send and recv only"]),
+    ("ring_naive.py", "distributed.ring_allreduce", ["a ring all-reduce sends 2(n−1)/n·S"]),
+    ("ring_wrong_chunk.py", "distributed.ring_allreduce", ["not the sum over ranks", "chunk"]),
+    ("zero_floor.py", "distributed.zero_memory", ["not a multiple of N", "ceil(Ψ/N)"]),
+    ("zero_wrong_shard.py", "distributed.zero_memory", ["grads", "not sharded before stage 2"]),
+]
+
+
+@pytest.fixture(scope="module")
+def reports():
+    jobs = {("solution", ex): (ex, spec) for ex, spec in SOLUTIONS.items()}
+    jobs.update({(name, ex): (ex, f"{SUBMISSIONS / name}:{ex.split('.')[1]}") for name, ex, _ in ADVERSARIAL})
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {key: pool.submit(grade, ex, from_path(spec)) for key, (ex, spec) in jobs.items()}
+        return {key: f.result() for key, f in futures.items()}
+
+
+@pytest.mark.parametrize("exercise", sorted(SOLUTIONS))
+def test_reference_solution_passes(reports, exercise):
+    report = reports[("solution", exercise)]
+    assert report.passed, report.reasons
+
+
+@pytest.mark.parametrize("name,exercise,words", ADVERSARIAL, ids=[a[0] for a in ADVERSARIAL])
+def test_adversarial_submission_fails_for_its_reason(reports, name, exercise, words):
+    report = reports[(name, exercise)]
+    assert not report.passed
+    assert report.status == "failed", (report.status, report.reasons)
+    assert any(all(w in reason for w in words) for reason in report.reasons), report.reasons
+
+
+def test_twice_reduced_gradients_are_right_but_fail_on_the_counted_bytes(reports):
+    # the values match the reference: only the counted collectives can catch it
+    reasons = reports[("ddp_twice.py", "distributed.allreduce_gradients")].reasons
+    assert reasons and all("all-reduced" in r for r in reasons)
+
+
+def test_naive_ring_is_right_but_sends_too_much(reports):
+    reasons = reports[("ring_naive.py", "distributed.ring_allreduce")].reasons
+    assert reasons and all(" sent " in r for r in reasons)
+
+
+def test_bubble_prediction():
+    assert grade("distributed.bubble", 3 / 15).passed
+    wrong = grade("distributed.bubble", 3 / 12)  # (p - 1) / m: forgot the ramp
+    assert not wrong.passed and wrong.reasons
+    assert grade("distributed.bubble", None).status == "not attempted"
+
+
+def test_zero_memory_reproduces_the_papers_figure_1():
+    gb = [sum(D.zero_memory(7_500_000_000, 64, stage).values()) / 1e9 for stage in range(4)]
+    assert [round(g, 1) for g in gb] == [120.0, 31.4, 16.6, 1.9]
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting collectives on real gloo ranks
+# ---------------------------------------------------------------------------------------------
+
+
+def _collectives_rank(rank, world):
+    import torch.distributed as dist
+    x = torch.ones(100)
+    shard = torch.empty(50)
+    with D.count_collectives() as c:
+        dist.all_reduce(x)
+        D.reduce_scatter(shard, x)
+        D.all_gather(x, shard)
+        dist.broadcast(x, src=0)
+        if rank == 0:
+            dist.send(torch.ones(7), 1)
+        else:
+            dist.recv(torch.empty(7), 0)
+    return {"record": c.as_dict(), "x": x}
+
+
+def test_count_collectives_sees_every_kind_with_its_size():
+    results = D.run_ranks(_collectives_rank, 2, timeout=60)
+    for rank, result in enumerate(results):
+        record = result["record"]
+        counts = record["counts"]
+        assert counts["all_reduce"] == counts["reduce_scatter"] == counts["all_gather"] == counts["broadcast"] == 1
+        assert record["bytes"]["all_reduce"] == 400
+        assert record["bytes"]["reduce_scatter"] == 400  # S is the full input
+        assert record["bytes"]["all_gather"] == 400  # S is the gathered output
+        assert counts.get("send" if rank == 0 else "recv") == 1
+        # ring model: 2(n-1)/n·S + (n-1)/n·S + (n-1)/n·S + S (+ 28 bytes sent by rank 0)
+        assert record["sent_bytes"] == 400 + 200 + 200 + 400 + (28 if rank == 0 else 0)
+        assert torch.equal(result["x"], torch.full((100,), 4.0))
+
+
+def test_spawned_ranks_run_a_learner_function():
+    # the path the grader takes where CUDA is initialised (a fork could not be trusted there)
+    from gpuprinciples.exercises.distributed import _ring_data, _ring_rank
+    results = D.run_ranks(_ring_rank, 2, (D.ring_allreduce, 33, 5), method="spawn", timeout=120)
+    want = _ring_data(5, 0, 33) + _ring_data(5, 1, 33)
+    for result in results:
+        assert torch.allclose(result["out"], want)
+        assert result["collectives"]["counts"] == {"send": 2, "recv": 2}
+
+
+def test_ring_bytes_model():
+    assert D.ring_bytes_sent("all_reduce", 1000, 4) == 1500
+    assert D.ring_bytes_sent("reduce_scatter", 1000, 4) == 750
+    assert D.ring_bytes_sent("all_gather", 1000, 1) == 0
+
+
+def _raises_on_rank_one(rank, world):
+    if rank == 1:
+        raise ValueError("boom on purpose")
+    return rank
+
+
+def test_run_ranks_reports_the_failing_rank():
+    with pytest.raises(D.RankError, match="rank 1 of 2 raised: ValueError: boom on purpose"):
+        D.run_ranks(_raises_on_rank_one, 2, timeout=60)
+
+
+def _hangs(rank, world, folder):
+    Path(folder, f"pid{rank}").write_text(str(os.getpid()))
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(600)
+
+
+def test_run_ranks_stops_hung_ranks(tmp_path):
+    with pytest.raises(D.RankError, match="still running"):
+        D.run_ranks(_hangs, 2, (str(tmp_path),), timeout=5)
+    pids = [int(p.read_text()) for p in tmp_path.glob("pid*")]
+    assert len(pids) == 2
+    assert not [pid for pid in pids if _alive(pid)]
+
+
+# ---------------------------------------------------------------------------------------------
+# torchrun from a notebook: results back, and nothing left running
+# ---------------------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead, only not reaped
+    except OSError:
+        return False
+
+
+def _wait_dead(pids, seconds=10.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if _alive(p)]
+
+
+def test_launch_kills_launcher_and_ranks_on_timeout(tmp_path):
+    # The ranks ignore SIGTERM and never finish; launch() must still leave nothing behind.
+    script = tmp_path / "hang.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open(os.path.join({str(tmp_path)!r}, "pid" + os.environ["RANK"]), "w").write(str(os.getpid()))
+        time.sleep(600)
+    """))
+    started = time.monotonic()
+    with pytest.raises(D.LaunchError, match="did not finish within"):
+        D.launch(script, 2, timeout=20, backend="gloo")
+    assert time.monotonic() - started < 60
+    pids = [int(p.read_text()) for p in tmp_path.glob("pid*")]
+    assert len(pids) == 2, "the ranks never started: the test proves nothing"
+    assert _wait_dead(pids) == []
+    assert not [p for p in D.descendants(os.getpid()) if D.is_rank_or_launcher(p)]
+
+
+def test_launch_returns_each_ranks_result(tmp_path):
+    script = tmp_path / "ranks.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        from gpuprinciples import distributed as D
+        rank, world, device = D.init()
+        x = torch.tensor([float(rank + 1)])
+        dist.all_reduce(x)
+        D.save({"rank": rank, "world": world, "sum": x.item()})
+        D.finish()
+    """))
+    results = D.launch(script, 2, timeout=120, backend="gloo", show_output=False)
+    assert results == [{"rank": 0, "world": 2, "sum": 3.0}, {"rank": 1, "world": 2, "sum": 3.0}]
+
+
+def test_launch_reports_the_failing_ranks_error(tmp_path):
+    script = tmp_path / "fails.py"  # no torch in the ranks: only the launcher's import is paid
+    script.write_text('import os\nif os.environ["RANK"] == "1":\n    raise RuntimeError("rank one gives up")\n')
+    with pytest.raises(D.LaunchError, match="rank one gives up") as error:
+        D.launch(script, 2, timeout=120, backend="gloo")
+    assert "exitcode" in str(error.value)  # torchrun's summary: which rank, which exit code
+    assert not [p for p in D.descendants(os.getpid()) if D.is_rank_or_launcher(p)]
+
+
+def test_multi_node_command():
+    cmd = D.torchrun_command("train.py", 8, ("--lr", 1), nnodes=2, endpoint="node0:29500", job_id="j")
+    assert cmd[1:] == ["-m", "torch.distributed.run", "--nproc-per-node=8", "--nnodes=2", "--rdzv-backend=c10d",
+                       "--rdzv-endpoint=node0:29500", "--rdzv-id=j", "train.py", "--lr", "1"]
+    assert "--standalone" in D.torchrun_command("train.py", 2)

@@ -1,0 +1,155 @@
+"""Lesson 08 (FlashAttention): the exercises' data, the reference solutions, and the kernel itself."""
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from gpuprinciples import runtime
+from gpuprinciples.exercises import flash
+from gpuprinciples.grading import grade
+from gpuprinciples.kernels.attention import attention, naive_attention
+from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.submission import Submission
+
+
+def reasons(report) -> str:
+    return " ".join(report.reasons).lower()
+
+
+def solution(spec: str) -> Submission:
+    module, name = spec.split(":")
+    return Submission(source=f"from {module} import {name}\n", name=name, origin=spec)
+
+
+# --- the kernel ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,causal", [((1, 2, 77, 32), False), ((2, 1, 45, 64), True), ((1, 1, 1, 32), True),
+                                          ((1, 1, 64, 128), True), ((1, 1, 100, 16), False)])
+def test_kernel_matches_float64(shape, causal):
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(shape, generator=gen) for _ in range(3))
+    want = naive_attention(q.double(), k.double(), v.double(), causal)
+    assert (attention(q, k, v, causal).double() - want).abs().max() < 1e-5
+
+
+def test_kernel_survives_large_scores_and_strided_views():
+    gen = torch.Generator().manual_seed(1)
+    q, k = (torch.randn(1, 90, 2, 32, generator=gen).transpose(1, 2) * 8 for _ in range(2))
+    v = torch.randn(1, 2, 90, 32, generator=gen)
+    want = naive_attention(q.double(), k.double(), v.double(), True)
+    got = attention(q, k, v, True)
+    assert torch.isfinite(got).all() and (got.double() - want).abs().max() < 1e-4
+
+
+def test_the_reference_is_softmax_attention():
+    gen = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 3, 20, 32, generator=gen) for _ in range(3))
+    for causal in (False, True):
+        want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+        assert torch.allclose(flash._attention_reference(q, k, v, causal), want, atol=1e-12)
+
+
+# --- the exercises' data -------------------------------------------------------------------------
+
+
+def test_cases_are_fresh_odd_and_cover_the_contract():
+    a = flash._attention_cases(torch.Generator().manual_seed(1), "cpu")
+    b = flash._attention_cases(torch.Generator().manual_seed(2), "cpu")
+    assert [c.label for c in a] != [c.label for c in b]
+    sizes = {c.args[0].shape[2] for c in a}
+    assert any(n % 32 for n in sizes) and 128 in sizes
+    assert {c.args[0].shape[3] for c in a} == {32, 64, 128}
+    assert {c.kwargs["causal"] for c in a} == {False, True}
+    assert any(not c.args[0].is_contiguous() for c in a)
+    assert all(c.args[0].dtype == torch.float32 for c in a)
+    gpu = flash._attention_cases(torch.Generator().manual_seed(1), "gpu")
+    assert {c.args[0].dtype for c in gpu} == {torch.bfloat16, torch.float16}
+
+
+def test_every_case_can_fail_zeros_and_the_input():
+    """Without the grader's default comparison, prove ours can fail: zeros, q itself, the wrong scale."""
+    for case in flash._attention_cases(torch.Generator().manual_seed(3), "cpu"):
+        want = flash._attention_reference(*case.args, **case.kwargs)
+        wrap = lambda out: {"out": out, "device": "cpu", "kv_reads": 1}  # noqa: E731
+        assert flash._compare_attention(wrap(torch.zeros_like(case.args[0])), want, case)
+        assert flash._compare_attention(wrap(case.args[0].clone()), want, case)
+        assert not flash._compare_attention(wrap(want.float()), want, case)
+        assert "2 times" in " ".join(flash._compare_attention({**wrap(want.float()), "kv_reads": 2}, want, case))
+
+
+def test_the_naive_way_trips_the_byte_requirements():
+    case = flash._attention_cases(torch.Generator().manual_seed(4), "cpu")[2]
+    B, H, N, D = case.args[0].shape
+    out_bytes = B * H * N * D * 4
+    naive = {"store_bytes": out_bytes + flash.naive_bytes(case)["stores"], "load_bytes": 0, "torch_bytes": 0,
+             "largest_new_numel": B * H * N * N}
+    assert "score matrix" in flash.NoScoreMatrix().evaluate(naive, case)
+    assert "something else went to memory" in flash.StoresOnlyOutput().evaluate(naive, case)
+    flash_like = {"store_bytes": out_bytes, "load_bytes": out_bytes * (2 + 2 * math.ceil(N / 16)),
+                  "torch_bytes": 0, "largest_new_numel": B * H * N * D}
+    assert flash.StoresOnlyOutput().evaluate(flash_like, case) is None
+    assert flash.LoadsWithinFlashBound().evaluate(flash_like, case) is None
+    assert flash.NoScoreMatrix().evaluate(flash_like, case) is None
+    lse_slack = 8 * B * H * N  # one log-sum-exp per row may be read back too
+    over = {**flash_like, "load_bytes": flash_like["load_bytes"] + lse_slack + 1}
+    assert "at most" in flash.LoadsWithinFlashBound().evaluate(over, case)
+
+
+# --- grading the package's solutions --------------------------------------------------------------
+
+
+def test_reference_attention_passes_with_flash_traffic():
+    report = grade("flash.attention", solution(flash.ATTENTION.solution))
+    assert report.status == PASSED, report.reasons
+    if runtime.INTERPRETER:
+        counts = report.measurements["counts"]
+        assert counts["triton_launches"] == 1 and not counts["torch_compute_ops"]
+        size = dict(part.split("=") for part in counts["case"].split()[:4])  # "B=1 H=2 N=189 D=64 ..."
+        B, H, N, D = (int(size[k]) for k in "BHND")
+        assert counts["store_bytes"] == B * H * N * D * 4  # the output, once: nothing else reached memory
+
+
+def test_merge_solution_passes():
+    report = grade("flash.merge", solution(flash.MERGE.solution))
+    assert report.status == PASSED, report.reasons
+
+
+MERGE_MISTAKES = {
+    "nan_when_both_empty": ("def merge(m1, s1, m2, s2):\n    import torch\n    m = torch.maximum(m1, m2)\n"
+                            "    return m, s1 * torch.exp(m1 - m) + s2 * torch.exp(m2 - m)\n",
+                            "nan in the wrong places"),
+    "overflows": ("def merge(m1, s1, m2, s2):\n    import torch\n    m = torch.maximum(m1, m2)\n"
+                  "    return m, (s1 * torch.exp(m1) + s2 * torch.exp(m2)) / torch.exp(m)\n", "case large maxima"),
+    "forgets_rescaling": ("def merge(m1, s1, m2, s2):\n    import torch\n    return torch.maximum(m1, m2), s1 + s2\n",
+                          "s: "),
+}
+
+
+@pytest.fixture(scope="module")
+def merge_reports():
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each grade waits on its own child process
+        done = pool.map(lambda n: grade("flash.merge", Submission(source=MERGE_MISTAKES[n][0], name="merge",
+                                                                  origin=n)), sorted(MERGE_MISTAKES))
+        return dict(zip(sorted(MERGE_MISTAKES), done))
+
+
+@pytest.mark.parametrize("name", sorted(MERGE_MISTAKES))
+def test_merge_mistakes_fail_for_the_right_reason(merge_reports, name):
+    report = merge_reports[name]
+    assert report.status == FAILED
+    assert MERGE_MISTAKES[name][1] in reasons(report), report.reasons
+
+
+def test_merge_stub_is_not_attempted():
+    stub = Submission(source="def merge(m1, s1, m2, s2):\n    raise NotImplementedError('Exercise')\n", name="merge",
+                      origin="stub")
+    assert grade("flash.merge", stub).status == NOT_ATTEMPTED
+
+
+def test_score_gib_value():
+    assert grade("flash.score_gib", 2.0).status == PASSED
+    assert grade("flash.score_gib", 4.0).status == FAILED
+    assert grade("flash.score_gib", None).status == NOT_ATTEMPTED

@@ -1,0 +1,67 @@
+"""Hints in tiers: one hint per call, the solution last (or once the check passed); off for graded sessions."""
+
+import json
+
+import pytest
+
+import gpuprinciples
+from gpuprinciples import exercises, hints
+from gpuprinciples.grading import check
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("GPUPRINCIPLES_HINTS", raising=False)
+    monkeypatch.delenv("GPUPRINCIPLES_REPORT_LOG", raising=False)
+    return tmp_path
+
+
+def test_tiers_in_order_then_the_solution_with_its_kernel(cache):
+    tiers = exercises.get("fusion.softmax").hints
+    assert len(tiers) >= 2
+    for k, text in enumerate(tiers, 1):
+        shown = hints.reveal("fusion.softmax")
+        assert shown.kind == "hint"
+        assert f"Hint {k} of {len(tiers)}" in shown.text and text in shown.text
+    last = hints.reveal("fusion.softmax")
+    assert last.kind == "solution" and "you have seen every hint" in last.text
+    assert "def softmax(" in last.text and "@triton.jit" in last.text and "def softmax_kernel(" in last.text
+    state = json.loads((cache / "hints.json").read_text())
+    assert state["shown"]["fusion.softmax"] == len(tiers)
+    # the tiers of one exercise do not move another's
+    assert hints.reveal("fusion.cos_cos").text.startswith("Hint 1 of")
+
+
+def test_a_passed_check_unlocks_the_solution_and_a_failed_one_does_not(cache):
+    assert not check("factory.intensity", 0.5, show=False).passed
+    assert hints.reveal("factory.intensity").kind == "hint"
+    assert check("factory.intensity", 1 / 12, show=False).passed  # check() records the pass
+    shown = hints.reveal("factory.intensity")
+    assert shown.kind == "solution" and "your check passed" in shown.text and "0.0833333" in shown.text
+    assert "factory.intensity" in json.loads((cache / "hints.json").read_text())["passed"]
+
+
+def test_hints_off_for_a_graded_session(cache, monkeypatch, capsys):
+    monkeypatch.setenv("GPUPRINCIPLES_HINTS", "off")
+    shown = gpuprinciples.hint("fusion.softmax")
+    assert shown.kind == "off" and "Hints are off" in capsys.readouterr().out
+    assert check("factory.intensity", 1 / 12, show=False).passed
+    assert not (cache / "hints.json").exists()  # nothing read or written
+
+
+def test_unknown_exercise_says_so_with_suggestions():
+    shown = hints.reveal("fusion.sofmax")
+    assert shown.kind == "unknown" and "fusion.softmax" in shown.text
+
+
+def test_top_level_hint_prints_the_first_tier(capsys):
+    gpuprinciples.hint("fusion.vector_add")
+    assert capsys.readouterr().out.startswith("Hint 1 of ")
+
+
+def test_every_function_exercise_has_a_readable_solution():
+    for ex in exercises.all_exercises().values():
+        if ex.kind == "function":
+            text = hints.solution_text(ex)
+            assert "def " in text, ex.id

@@ -1,0 +1,145 @@
+"""Lesson 03 (profiling): reading real profiles, the generated ones, and adversarial submissions."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+from conftest import SUBMISSIONS
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from gpuprinciples import profiling
+from gpuprinciples.exercises import profiling as ex
+from gpuprinciples.grading import grade
+from gpuprinciples.kernels.profiling import bottleneck, sgd_momentum
+from gpuprinciples.report import FAILED, PASSED
+from gpuprinciples.submission import Submission
+
+# ---- real profiles as rows ----------------------------------------------------------------------
+
+
+def _real_table():
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+    x = torch.randn(16, 32)
+    model(x).sum().backward()  # warm-up outside the profile
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with record_function("forward"):
+            y = model(x)
+        y.sum().backward()
+    return profiling.rows(prof)
+
+
+def test_rows_of_a_real_cpu_profile():
+    table = _real_table()
+    assert set(profiling.ROW_KEYS) <= set(table[0])
+    kinds = {r["name"]: r["kind"] for r in table}
+    assert kinds["aten::addmm"] == "op" and kinds["forward"] == "annotation"
+    linear = next(r for r in table if r["name"] == "aten::linear")
+    assert linear["calls"] == 2 and linear["cpu_total_us"] >= linear["self_cpu_us"]
+    assert not profiling.has_device_times(table)
+    # the reference reads a real table too, and names an operator of it
+    assert kinds[bottleneck(table)] == "op"
+    summary = profiling.step_summary(table)
+    assert summary["op_calls"] > 10 and summary["kernel_launches"] == 0
+
+
+def test_plot_top_draws_one_bar_per_row():
+    import matplotlib
+    matplotlib.use("Agg")
+    ax = profiling.plot_top(_real_table(), n=5)
+    assert len(ax.patches) == 5
+
+
+def test_ncu_csv_is_parsed():
+    out = ('==PROF== Connected to process\n"ID","Kernel Name","dram__bytes.sum.per_second",'
+           '"sm__warps_active.avg.pct_of_peak_sustained_active"\n"","","Tbyte/s","%"\n'
+           '"0","vectorized_elementwise_kernel","3.91","87.5"\n')
+    got = profiling._parse_ncu_csv(out)
+    assert got["kernel"] == "vectorized_elementwise_kernel"
+    assert got["dram__bytes.sum.per_second"] == (3.91, "Tbyte/s")
+    with pytest.raises(RuntimeError, match="ERR_NVGPUCTRPERM"):
+        profiling._parse_ncu_csv("", "==ERROR== ERR_NVGPUCTRPERM - no permission")
+
+
+# ---- generated profiles: the traps are really there ----------------------------------------------
+
+
+def test_generated_profiles_hold_their_traps():
+    for seed in range(15):
+        for case in ex._bottleneck_cases(torch.Generator().manual_seed(seed), "cpu"):
+            (table,) = case.args
+            answer = ex._bottleneck_reference(table)
+            ops = [r for r in table if r["kind"] == "op"]
+            device = profiling.has_device_times(table)
+            key = "self_device_us" if device else "self_cpu_us"
+            first, second = sorted((r[key] for r in ops), reverse=True)[:2]
+            assert first >= 1.2 * second, case.label  # no near-ties
+            assert max(table, key=lambda r: r["cpu_total_us"])["kind"] == "annotation"
+            if device:
+                assert max(ops, key=lambda r: r["self_cpu_us"])["name"] != answer
+                assert max(table, key=lambda r: r[key])["kind"] == "kernel"
+
+
+def test_tensor_core_answers():
+    assert grade("profiling.tensor_cores", {0, 2, 4, 6}).status == PASSED
+    assert grade("profiling.tensor_cores", [ex.KERNEL_NAMES[i] for i in (0, 2, 4, 6)]).status == PASSED
+    report = grade("profiling.tensor_cores", {0, 1, 2, 4, 6})
+    assert report.status == FAILED and "1 of 10" in report.reasons[0]
+    assert "neither an index" in grade("profiling.tensor_cores", {42}).reasons[0]
+
+
+def test_the_loop_and_the_foreach_update_agree():
+    gen = torch.Generator().manual_seed(0)
+    shapes = [(3,), (4, 5), (7,)]
+    params, grads, bufs = ([torch.randn(s, generator=gen) for s in shapes] for _ in range(3))
+    want = ex.sgd_momentum_loop(params, grads, bufs, 0.1, 0.9)
+    got = sgd_momentum(params, grads, bufs, 0.1, 0.9)
+    for a, b in zip(want[0] + want[1], got[0] + got[1]):
+        torch.testing.assert_close(a, b)
+
+
+# ---- function exercises: the reference passes, each mistake fails for its reason -----------------
+
+ADVERSARIAL = [
+    ("profiling.bottleneck", "bottleneck_by_total.py", "bottleneck", "is an annotation"),
+    ("profiling.bottleneck", "bottleneck_by_cpu.py", "bottleneck", "leads by cpu time"),
+    ("profiling.bottleneck", "bottleneck_no_filter.py", "bottleneck", "is a gpu kernel, not an operator"),
+    ("profiling.bottleneck", "bottleneck_ops_total.py", "bottleneck", "leads by total time"),
+    ("profiling.bottleneck", "bottleneck_device_only.py", "bottleneck", "no device times"),
+    ("profiling.foreach_sgd", "sgd_loop.py", "sgd_momentum", "operator dispatches per call"),
+    ("profiling.foreach_sgd", "sgd_in_place.py", "sgd_momentum", "changed its input"),
+    ("profiling.foreach_sgd", "sgd_no_momentum.py", "sgd_momentum", "new_params[0]"),
+    ("profiling.foreach_sgd", "sgd_flat.py", "sgd_momentum", "expected (new_params, new_bufs)"),
+    ("profiling.foreach_sgd", "sgd_swapped.py", "sgd_momentum", "values wrong"),
+]
+SOLUTIONS = [("profiling.bottleneck", "gpuprinciples.kernels.profiling:bottleneck"),
+             ("profiling.foreach_sgd", "gpuprinciples.kernels.profiling:sgd_momentum")]
+
+
+@pytest.fixture(scope="module")
+def reports():
+    from gpuprinciples.submission import from_path
+    jobs = {("solution", e): (e, Submission(f"from {s.split(':')[0]} import {s.split(':')[1]}\n",
+                                            s.split(":")[1], s)) for e, s in SOLUTIONS}
+    for e, file, name, _ in ADVERSARIAL:
+        jobs[(file, e)] = (e, from_path(f"{SUBMISSIONS / 'profiling' / file}:{name}"))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {key: pool.submit(grade, e, sub) for key, (e, sub) in jobs.items()}
+        return {key: f.result() for key, f in futures.items()}
+
+
+@pytest.mark.parametrize("exercise, solution", SOLUTIONS)
+def test_reference_solution_passes(reports, exercise, solution):
+    report = reports[("solution", exercise)]
+    assert report.status == PASSED, report.reasons
+
+
+@pytest.mark.parametrize("exercise, file, name, why", ADVERSARIAL, ids=[a[1] for a in ADVERSARIAL])
+def test_adversarial_submission_fails_for_its_reason(reports, exercise, file, name, why):
+    report = reports[(file, exercise)]
+    assert report.status == FAILED, report.reasons
+    assert why in " ".join(report.reasons).lower(), report.reasons
+
+
+def test_foreach_solution_dispatches_three_times_for_any_number_of_tensors(reports):
+    counts = reports[("solution", "profiling.foreach_sgd")].measurements["counts"]
+    assert sum(counts["torch_compute_ops"].values()) == 3
