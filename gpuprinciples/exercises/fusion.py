@@ -154,8 +154,10 @@ COS_COS = FunctionExercise(
         baselines={"eager": _eager_cos_cos, "torch.compile": _compiled_cos_cos},
         min_bytes=lambda args: 2 * args[0].numel() * args[0].element_size(),
         # the reference solution aims higher (`gpuprinciples bench`): >= 90% of the copy ceiling, >= torch.compile
+        # H200, five grades of the reference in a row: 3.10-3.90 TB/s between processes, so a pass line
+        # near the reference's mean (0.85) would fail good kernels at random
         min_speedup={"eager": 1.3, "torch.compile": 0.9},
-        min_bandwidth_fraction=0.75,
+        min_bandwidth_fraction=0.65,
     ),
     solution="gpuprinciples.kernels.cos_cos:cos_cos",
     hints=(
