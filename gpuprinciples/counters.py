@@ -61,15 +61,16 @@ def _nbytes(t) -> int:
     return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
 
 
-def _tensors(tree):
+def tensors_in(tree):
+    """Every tensor in a nest of tuples, lists and dicts (arguments, outputs)."""
     if isinstance(tree, torch.Tensor):
         yield tree
     elif isinstance(tree, (list, tuple)):
         for item in tree:
-            yield from _tensors(item)
+            yield from tensors_in(item)
     elif isinstance(tree, dict):
         for item in tree.values():
-            yield from _tensors(item)
+            yield from tensors_in(item)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,8 +302,8 @@ class _OpRecorder(TorchDispatchMode):
             return out
         stack = [self.rec]
         name = func.overloadpacket.__name__
-        inputs = list(_tensors(args)) + list(_tensors(kwargs))
-        outputs = list(_tensors(out))
+        inputs = list(tensors_in(args)) + list(tensors_in(kwargs))
+        outputs = list(tensors_in(out))
         is_free = name in FREE_OPS
         moved = 0 if is_free else sum(map(_nbytes, inputs)) + sum(map(_nbytes, outputs))
         if name in ("fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",

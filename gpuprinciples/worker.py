@@ -92,7 +92,7 @@ def _to_device(value, device: str):
 
 
 def _tensors(tree):
-    return list(counters._tensors(tree))
+    return list(counters.tensors_in(tree))
 
 
 def _portable(value):

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from gpuprinciples.counters import tensors_in
 from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
 from gpuprinciples.models import tiny_lm, token_batch
 
@@ -51,17 +52,6 @@ def plain_loss(model, x, y):
 # -------------------------------------------------------------------------------------------------
 # Counting live activation bytes and FLOPs
 # -------------------------------------------------------------------------------------------------
-
-
-def _tensors(tree):
-    if isinstance(tree, torch.Tensor):
-        yield tree
-    elif isinstance(tree, (list, tuple)):
-        for item in tree:
-            yield from _tensors(item)
-    elif isinstance(tree, dict):
-        for item in tree.values():
-            yield from _tensors(item)
 
 
 class ActivationMemory(TorchDispatchMode):
@@ -101,8 +91,8 @@ class ActivationMemory(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        inputs = {t.untyped_storage()._cdata for t in _tensors((args, kwargs))}
-        for t in _tensors(out):
+        inputs = {t.untyped_storage()._cdata for t in tensors_in((args, kwargs))}
+        for t in tensors_in(out):
             storage = t.untyped_storage()
             if storage._cdata not in inputs and t.device.type != "meta":  # a view or in-place op allocates nothing
                 self.live[storage._cdata] = (StorageWeakRef(storage), storage.nbytes())
