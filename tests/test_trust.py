@@ -148,7 +148,7 @@ def _prefetch(request):
     global _pool
     keys = []
     for item in request.session.items:
-        if item.module is not sys.modules[__name__] or item.get_closest_marker("skip"):
+        if getattr(item, "module", None) is not sys.modules[__name__] or item.get_closest_marker("skip"):
             continue
         if item.get_closest_marker("gpu") and not runtime.HAS_CUDA:
             continue
