@@ -33,7 +33,7 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0) -> dict:
     err = ((out.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30)).item()
     del want
     fns = {"solution": solution, **spec.baselines}
-    comparison = timing.compare(fns, args=args, device="cuda", budget_s=budget_s)
+    comparison = timing.compare(fns, args=args, device="cuda", budget_s=budget_s, flush=spec.flush)
     least_bytes, flops = spec.min_bytes(args), spec.flops(args)
     rows = {}
     for name, t in comparison.timings.items():

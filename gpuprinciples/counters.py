@@ -21,6 +21,7 @@ What is counted, and where:
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 from collections import Counter
@@ -114,6 +115,20 @@ class Recording:
     input_ranges: list[tuple[int, int]] = field(default_factory=list)
     input_bytes: int = 0
     input_load_bytes: int = 0
+    # per input range: (live bytes, a copy taken when the recording began); and how many elements
+    # Triton loaded from an input that were not what the input held then (written in and put back?)
+    # (None for an input not in host memory); dropped when the recording ends
+    input_pristine: list = field(default_factory=list, repr=False)
+    input_loads_checked: bool = False
+    input_loads_changed: int = 0
+    # inputs whose re-reads a GPU serves from its L2 cache (small operands every program reads, like a
+    # layer norm's weight): per range, which bytes were loaded already; later loads of those count here
+    cached_seen: list[tuple[int, np.ndarray]] = field(default_factory=list, repr=False)
+    cached_reread_bytes: int = 0
+    # on a GPU: the CUDA stream current when recording began, and the Triton launches and PyTorch
+    # operators that ran on another one (work a timing window on that stream does not see)
+    stream: int | None = None
+    other_stream_work: Counter = field(default_factory=Counter)
 
     @property
     def triton_launches(self) -> int:
@@ -142,6 +157,9 @@ class Recording:
             "bytes_counted": runtime.INTERPRETER,
             "input_bytes": self.input_bytes if self.input_ranges else None,
             "input_load_bytes": self.input_load_bytes if self.input_ranges else None,
+            "input_loads_changed": self.input_loads_changed if self.input_loads_checked else None,
+            "cached_reread_bytes": self.cached_reread_bytes,
+            "other_stream_work": dict(self.other_stream_work),
         }
 
     def summary(self) -> str:
@@ -156,6 +174,11 @@ class Recording:
 
 
 _state = threading.local()
+_cuda_current_stream, _cuda_initialized = torch.cuda.current_stream, torch.cuda.is_initialized  # before learner code
+
+
+def _stream_id() -> int:
+    return _cuda_current_stream().cuda_stream
 
 
 def _active() -> list[Recording]:
@@ -193,9 +216,16 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
             for rec in stack:
                 if op_bytes.get("load") and rec.input_ranges:
                     inside = np.zeros(addresses.shape, dtype=bool)
-                    for start, end in rec.input_ranges:
-                        inside |= (addresses >= start) & (addresses < end)
+                    for i, (start, end) in enumerate(rec.input_ranges):
+                        here = (addresses >= start) & (addresses < end)
+                        inside |= here
+                        pristine = rec.input_pristine[i] if i < len(rec.input_pristine) else None
+                        if pristine is not None and here.any():
+                            rec.input_loads_changed += _changed_elements(addresses[here] - start, itemsize,
+                                                                         *pristine)
                     rec.input_load_bytes += int(inside.sum()) * itemsize
+                if op_bytes.get("load") and rec.cached_seen:
+                    rec.cached_reread_bytes += _reread(rec.cached_seen, addresses, itemsize)
                 rec.load_bytes += op_bytes.get("load", 0)
                 rec.store_bytes += op_bytes.get("store", 0)
                 if rec.launches:
@@ -209,9 +239,39 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
     return counted
 
 
+def _reread(cached_seen: list[tuple[int, np.ndarray]], addresses: np.ndarray, itemsize: int) -> int:
+    """Bytes of this load that fall in a cached input and were loaded before (or twice in this load);
+    marks the rest as loaded."""
+    again = 0
+    for start, seen in cached_seen:
+        offsets = addresses[(addresses >= start) & (addresses < start + seen.size)] - start
+        if offsets.size:
+            fresh = np.unique(offsets)
+            fresh = fresh[~seen[fresh]]
+            seen[fresh] = True
+            again += (offsets.size - fresh.size) * itemsize
+    return again
+
+
+def _changed_elements(offsets: np.ndarray, itemsize: int, live: np.ndarray, pristine: np.ndarray) -> int:
+    """How many of the elements at these byte offsets hold other bytes now than when recording began."""
+    index = (offsets.astype(np.int64)[:, None] + np.arange(itemsize)).clip(0, live.size - 1)
+    return int((live[index] != pristine[index]).any(axis=1).sum())
+
+
+def _current_stream_id() -> int | None:
+    return _stream_id() if _cuda_initialized() else None
+
+
+def _note_other_stream(rec: "Recording", name: str) -> None:
+    if rec.stream is not None and _current_stream_id() != rec.stream:
+        rec.other_stream_work[name] += 1
+
+
 def _note_launch(name: str, grid) -> None:
     for rec in _active():
         rec.launches.append(KernelLaunch(name, tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)))
+        _note_other_stream(rec, name)
 
 
 def _install_interpreter_hooks() -> None:
@@ -317,6 +377,8 @@ class _OpRecorder(TorchDispatchMode):
         dtype = str(inputs[0].dtype).replace("torch.", "") if inputs else "?"
         for rec in stack:
             rec.torch_ops[name] += 1
+            if not is_free:
+                _note_other_stream(rec, name)
             if not is_free and name not in MOVEMENT_OPS:
                 rec.torch_compute_ops[name] += 1
             rec.torch_bytes += moved
@@ -327,17 +389,33 @@ class _OpRecorder(TorchDispatchMode):
 
 
 @contextmanager
-def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inputs=()):
+def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inputs=(), cached=()):
     """Count what the code in the block does. `trace=True` keeps every access (for drawing);
     `saved=True` counts the bytes autograd saves for backward; `inputs` (tensors) also counts the bytes
-    Triton loads from them (a kernel that does the work reads every input byte at least once)."""
-    rec = Recording(trace=trace)
+    Triton loads from them (a kernel that does the work reads every input byte at least once) and,
+    for inputs in host memory (the interpreter), how many loaded elements were not what the input held
+    when the block began (`input_loads_changed`): an answer written into an input and put back after
+    the kernel read it leaves the input unchanged, but not what the kernel read. `cached` (tensors):
+    loads of bytes of these already loaded once are also counted in `cached_reread_bytes` (a GPU's L2
+    serves them: small operands that every program reads)."""
+    rec = Recording(trace=trace, stream=_current_stream_id())
+    for t in cached:
+        if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.numel():
+            span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) * t.element_size()
+            rec.cached_seen.append((t.data_ptr(), np.zeros(span + t.element_size(), dtype=bool)))
     for t in inputs:
         if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.numel():
             first = t.data_ptr()
             last = first + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) * t.element_size()
             rec.input_ranges.append((first, last + t.element_size()))
             rec.input_bytes += t.numel() * t.element_size()
+            if t.device.type == "cpu":  # the byte span as it is in memory, live, and a copy of it now
+                span = last + t.element_size() - first
+                live = np.ctypeslib.as_array((ctypes.c_uint8 * span).from_address(first))
+                rec.input_pristine.append((live, live.copy()))
+                rec.input_loads_checked = True
+            else:
+                rec.input_pristine.append(None)
     stack = _active()
     stack.append(rec)
     mode = _OpRecorder(rec) if torch_ops else None
@@ -365,6 +443,7 @@ def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inp
             yield rec
     finally:
         stack.remove(rec)
+        rec.input_pristine = []  # views of memory the caller may free next
 
 
 def touched(rec: Recording, tensor: torch.Tensor, kernel: str | None = None):

@@ -71,12 +71,14 @@ def torchrun_command(script: str, nproc: int, args: tuple = (), *, nnodes: int =
 
 
 def launch(script: str | os.PathLike, nproc: int = 2, args: tuple = (), *, backend: str | None = None,
-           timeout: float = 180.0, show_output: bool = True) -> list:
+           timeout: float = 180.0, show_output: bool = True, progress: bool = True) -> list:
     """Run `script` under torchrun on `nproc` local processes and return what each rank `save()`d.
 
     Raises `LaunchError` (with the end of the output) when a rank fails or the run takes longer
     than `timeout` seconds; the launcher and every rank are killed first, either way.
+    `progress` shows the seconds ticking while the ranks run.
     """
+    from .progress import ticking
     backend = backend or default_backend()
     with tempfile.TemporaryDirectory(prefix="gpuprinciples-dist-") as results:
         env = dict(os.environ)
@@ -93,7 +95,8 @@ def launch(script: str | os.PathLike, nproc: int = 2, args: tuple = (), *, backe
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=env, start_new_session=True)
         try:
-            code = proc.wait(timeout=timeout)
+            with ticking(f"{Path(script).name} on {nproc} ranks ({backend})", enabled=progress):
+                code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_tree(proc)
             raise LaunchError(f"{script} did not finish within {timeout:g} s; the launcher and its "

@@ -24,6 +24,7 @@ import re
 import shutil
 import tempfile
 import time
+import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -85,21 +86,24 @@ def run_notebook(learner: str, notebook: Path, *, timeout: int = 600, executed_d
             env["CUDA_VISIBLE_DEVICES"] = device
         saved = {k: os.environ.get(k) for k in env}
         os.environ.update(env)  # the kernel inherits this process's environment
+        nb = notebooks.read(copy / notebook.name)
         try:
-            nb = notebooks.execute(copy / notebook.name, timeout=timeout, allow_errors=True)
+            notebooks.execute(copy / notebook.name, timeout=timeout, allow_errors=True, nb=nb)
             run.errors = _cell_errors(nb)
             run.status = "cell errors" if run.errors else "ok"
-            if executed_dir is not None:
-                out = Path(executed_dir) / learner / notebook.name
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(notebooks.dumps(nb), encoding="utf-8")
         except CellTimeoutError:
             run.status, run.errors = "timed out", [f"a cell ran longer than {timeout} s and was stopped"]
         except DeadKernelError as exc:
             run.status, run.errors = "kernel died", [f"the kernel died: {exc}"]
         except Exception as exc:  # noqa: BLE001 - one broken notebook must not stop the class
-            run.status, run.errors = "failed to run", [f"{type(exc).__name__}: {exc}"]
+            where = traceback.extract_tb(exc.__traceback__)[-1]
+            run.status, run.errors = "failed to run", [
+                f"{type(exc).__name__}: {exc} (in {Path(where.filename).name}:{where.lineno})"]
         finally:
+            if executed_dir is not None:  # what ran, also when the run stopped part-way
+                out = Path(executed_dir) / learner / notebook.name
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(notebooks.dumps(nb), encoding="utf-8")
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)

@@ -13,6 +13,11 @@ For a function exercise, every time:
    check the timed outputs against a reference computed here.
 
 A hang ends at the time limit, a crash ends the child: either way a sentence in the report.
+
+Every request to the child is followed in its input pipe by a fresh nonce, which the child reads
+only when its reply is ready (after the learner's calls for that request have returned); a reply
+without it is refused as forged. When the check ends, the child and every process below it are
+killed (the child is a subreaper: orphans the learner's code leaves stay below it).
 """
 
 from __future__ import annotations
@@ -29,11 +34,14 @@ from pathlib import Path
 import torch
 
 from . import channel, runtime
-from .exercises import FunctionExercise, ValueExercise, compare_tensors, compare_values
+from .exercises import Case, FunctionExercise, ValueExercise, compare_tensors, compare_values
 from .exercises import get as get_exercise
 from .report import ERROR, FAILED, NOT_ATTEMPTED, PASSED, CheckLine, Report
 from .submission import Submission, SubmissionError, from_function
 
+# Device work after a timed call's window (median) may reach this fraction of the call, plus this floor,
+# before the call is refused: the measure is a difference of two host round trips, so it has jitter.
+AFTER_WINDOW_SLACK, AFTER_WINDOW_FLOOR_S = 0.1, 20e-6
 DEFAULT_TIMEOUT_S = float(os.environ.get("GPUPRINCIPLES_TIMEOUT", "0") or 0) or None
 NOT_ATTEMPTED_TEXT = "not attempted yet: replace the `raise NotImplementedError` with your solution"
 
@@ -41,7 +49,9 @@ NOT_ATTEMPTED_TEXT = "not attempted yet: replace the `raise NotImplementedError`
 def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int | None = None,
           show: bool = True) -> Report:
     """Grade and, in a notebook, show the report. Never raises for a learner's mistake."""
-    report = grade(exercise_id, answer, timeout=timeout, seed=seed)
+    from .progress import ticking
+    with ticking(f"grading {exercise_id}", enabled=show):  # a check takes seconds: show it is working
+        report = grade(exercise_id, answer, timeout=timeout, seed=seed)
     try:  # the instructor's gradebook log ($GPUPRINCIPLES_REPORT_LOG) and the hint tiers; never fatal
         from . import gradebook, hints
         gradebook.log_report(report)
@@ -170,6 +180,10 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
             problems = []
             if result.get("inputs_changed"):
                 problems.append(f"changed its input on case {case.label}: inputs must be left as they were")
+            elif result.get("inputs_changed_while_read"):
+                problems.append(f"changed its input on case {case.label} while a kernel was reading it (and put "
+                                "it back afterwards): the kernel read values that were not the input's; inputs "
+                                "must be left as they were")
             if result.get("aliases_input"):
                 problems.append(f"returned its input (or a view of it) on case {case.label}: return a new tensor")
             if result.get("reuses_output"):
@@ -189,6 +203,8 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
                                                                                     dtype=_output_dtype(case, want))
             for problem in problems:
                 report.fail(problem)
+            if case.kwargs.get("timed") and isinstance(result.get("output"), dict):
+                report.measurements["on this GPU"] = _plain_numbers(result["output"])  # time, memory: shown
             if not problems:
                 correct_cases += 1
             counts = result["counts"]
@@ -244,9 +260,24 @@ def _case_size(case) -> int:
     return sum(a.numel() for a in case.args if isinstance(a, torch.Tensor))
 
 
+def _plain_numbers(value):
+    """Numbers, strings and their lists and dicts, rounded for a report; anything else left out."""
+    if isinstance(value, dict):
+        return {str(k): _plain_numbers(v) for k, v in value.items() if _plain_numbers(v) is not None}
+    if isinstance(value, (list, tuple)):
+        return [_plain_numbers(v) for v in value]
+    if isinstance(value, bool) or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return round(value, 4)
+    return None
+
+
 def _byte_summary(exercise, case, counts) -> dict:
     from .exercises.base import BytesWithin
-    moved = counts["load_bytes"] + counts["store_bytes"] + counts["torch_bytes"]
+    # re-reads of inputs the exercise names as cached (BytesWithin.cached) reach memory once
+    moved = (counts["load_bytes"] + counts["store_bytes"] + counts["torch_bytes"]
+             - (counts.get("cached_reread_bytes") or 0))
     out = {"bytes_moved": moved, "launches": counts["triton_launches"]}
     for requirement in exercise.requirements:
         if isinstance(requirement, BytesWithin):
@@ -343,6 +374,33 @@ def _time_on_gpu(exercise: FunctionExercise, child: "_Child", report: Report, se
         report.reasons.append(f"implausible timing: {achieved_bw / 1e12:.2f} TB/s is beyond this GPU's measured "
                               f"{ceilings.copy_bandwidth / 1e12:.2f} TB/s; the timed calls did not do the work")
         return
+    after = result.get("after_window", {}).get("yours", 0.0)
+    report.measurements["after_window_us"] = round(after * 1e6, 1)
+    # The timed calls ran under the counters too: they are held to the same requirements.
+    timed_case = Case("of the timing input", args)
+    broken = {}
+    elsewhere = {k: v for counts in result.get("timed_counts", []) for k, v in (counts.get("other_stream_work")
+                                                                                   or {}).items()}
+    if elsewhere:  # the window is a pair of events on the current stream: another stream's work is not in it
+        broken["stream"] = ("work ran on another CUDA stream than the current one (" + ", ".join(
+            f"{k} ×{v}" for k, v in elsewhere.items()) + "), outside the timed window (a pair of events on "
+            "the current stream); launch on the current stream")
+    for counts in result.get("timed_counts", []):
+        for requirement in exercise.requirements:
+            if "gpu" in requirement.modes and requirement.describe() not in broken:
+                why = requirement.evaluate(counts, timed_case)
+                if why:
+                    broken[requirement.describe()] = why
+    if broken:
+        for why in broken.values():
+            report.fail(f"in the timed calls: {why}")
+        return
+    # Work left running on another stream when the call returned is not in its timed window.
+    if after > AFTER_WINDOW_SLACK * yours + AFTER_WINDOW_FLOOR_S:
+        report.fail(f"the GPU kept working {after * 1e6:.0f} µs after each timed call returned (the call itself "
+                    f"took {yours * 1e6:.0f} µs): work on a side stream, outside the timed window, is not "
+                    "free; make the current stream wait for it before returning")
+        return
     ok = True
     fraction = achieved_bw / ceilings.copy_bandwidth
     if spec.min_bandwidth_fraction is not None:
@@ -371,6 +429,13 @@ def _time_on_gpu(exercise: FunctionExercise, child: "_Child", report: Report, se
 # ---------------------------------------------------------------------------------------------
 
 
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:  # gone already
+        pass
+
+
 class _Child:
     """A fresh interpreter running worker.py, with a deadline for everything it is asked."""
 
@@ -397,13 +462,18 @@ class _Child:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         os.close(to_child_r)
         os.close(from_child_w)
-        channel.send_command(self.to_child, {"exercise": self.exercise.id, "source": self.submission.source,
-                                             "name": self.submission.name, "device": runtime.DEVICE,
-                                             "workdir": self.workdir.name})
+        self._ask({"exercise": self.exercise.id, "source": self.submission.source,
+                   "name": self.submission.name, "device": runtime.DEVICE, "workdir": self.workdir.name})
         return self
 
+    def _ask(self, request: dict) -> None:
+        """Send a request, then the nonce its reply must carry (the child reads it only to reply)."""
+        self.nonce = secrets.token_hex(16)
+        channel.send_command(self.to_child, request)
+        channel.send_command(self.to_child, {"cmd": "nonce", "nonce": self.nonce})
+
     def __exit__(self, *exc):
-        try:
+        try:  # the child ends what its learner code started, and exits
             channel.send_command(self.to_child, {"cmd": "exit"})
             self.proc.wait(timeout=10)
         except Exception:  # noqa: BLE001
@@ -417,7 +487,22 @@ class _Child:
         self.workdir.cleanup()
 
     def _kill(self) -> None:
+        """Kill the child and every process below it. Stopped first, so nothing forks while its
+        tree is collected; what it orphaned was re-parented to it (a subreaper), so it is found."""
         if self.proc.poll() is None:
+            from .worker import descendants
+            root = self.proc.pid
+            stopped = {root}
+            _signal(root, signal.SIGSTOP)
+            for _ in range(100):  # until a round finds no new process
+                new = set(descendants(root)) - stopped
+                if not new:
+                    break
+                for pid in new:
+                    _signal(pid, signal.SIGSTOP)
+                stopped |= new
+            for pid in stopped:
+                _signal(pid, signal.SIGKILL)
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -426,7 +511,14 @@ class _Child:
 
     def receive(self, doing: str):
         try:
-            return channel.recv_data(self.from_child, self.deadline)
+            message = channel.recv_data(self.from_child, self.deadline)
+            if isinstance(message, dict) and message.get("nonce") == self.nonce:
+                return message
+            self._kill()
+            self.failure = (f"the grader received a message that did not answer its request while {doing} "
+                            "(forged: it lacks the nonce the grader sent): your code wrote into the grader's "
+                            "result pipe. Nothing it sent was trusted.")
+            return None
         except channel.ChannelTimeout:
             self._kill()
             self.failure = (f"did not finish within {self.limit:g} s (while {doing}): a loop that never ends, "
@@ -446,12 +538,11 @@ class _Child:
         return None
 
     def run_case(self, index: int, case):
-        channel.send_command(self.to_child, {"cmd": "case", "index": index, "args": case.args,
-                                             "kwargs": case.kwargs, "decoy": case.decoy})
+        self._ask({"cmd": "case", "index": index, "args": case.args, "kwargs": case.kwargs, "decoy": case.decoy})
         return self.receive(f"running case {case.label}")
 
     def command(self, command: dict, doing: str):
-        channel.send_command(self.to_child, command)
+        self._ask(command)
         return self.receive(doing)
 
     def output(self) -> str:

@@ -7,6 +7,8 @@ nanoGPT's shape without attention and without norms: embedding, residual MLP blo
     model = tiny_lm(seed=0, vocab=512, d_model=64, hidden=256, n_layers=4)
     x, y = token_batch(seed=1, vocab=512, batch=8, seq=64)
     loss = model.loss(x, y)
+
+A grading case names its model by a recipe (a dict of seed and sizes); `from_recipe` builds it.
 """
 
 from __future__ import annotations
@@ -74,3 +76,14 @@ def token_batch(seed: int, vocab: int, batch: int, seq: int, device="cpu") -> tu
     tokens = torch.randint(0, vocab, (batch, seq), generator=gen)
     mapping = torch.randperm(vocab, generator=gen)
     return tokens.to(device), mapping[tokens].to(device)
+
+
+def from_recipe(recipe: dict, device="cpu", dtype: torch.dtype | None = None):
+    """The model and batch a grading case's recipe names: weights from recipe["seed"], tokens from seed + 1.
+
+    recipe: seed, vocab, d_model, hidden, n_layers, batch, seq. Returns (model, tokens, targets).
+    """
+    model = tiny_lm(recipe["seed"], recipe["vocab"], recipe["d_model"], recipe["hidden"], recipe["n_layers"])
+    model = model.to(device=device, dtype=dtype)
+    tokens, targets = token_batch(recipe["seed"] + 1, recipe["vocab"], recipe["batch"], recipe["seq"], device)
+    return model, tokens, targets

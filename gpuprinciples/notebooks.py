@@ -256,16 +256,17 @@ def strip_outputs(path) -> bool:
     return after != before
 
 
-def execute(path, timeout: int = 600, allow_errors: bool = False, cwd=None):
+def execute(path, timeout: int = 600, allow_errors: bool = False, cwd=None, nb=None):
     """Run a notebook top to bottom in a fresh kernel and return the executed node (file unchanged).
 
     A cell that raises stops the run with nbclient's CellExecutionError, unless `allow_errors` (or
-    the cell is tagged `raises-exception`). `cwd` defaults to the notebook's folder.
+    the cell is tagged `raises-exception`). `cwd` defaults to the notebook's folder. Pass `nb` (the
+    file, read) to keep what ran so far when the run itself fails.
     """
     from nbclient import NotebookClient
 
     path = Path(path)
-    nb = read(path)
+    nb = read(path) if nb is None else nb
     kernel = nb.metadata.get("kernelspec", {}).get("name", "python3")
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=allow_errors,
                             resources={"metadata": {"path": str(cwd or path.parent)}})

@@ -3,9 +3,18 @@
 On a GPU a kernel launch returns before the kernel has run, the L2 cache remembers the last
 call's data, and one measurement says little. So, on CUDA, every timed call here
 
-* starts with the L2 cache flushed (a buffer of twice its size is written first),
+* starts with the L2 cache flushed (a buffer of twice its size is written first), then the GPU
+  held busy for ~0.5 ms (`torch.cuda._sleep`) while the host enqueues the call: the window then
+  holds the call's device time, not the host's launch overhead (nor the grader's counters). Without
+  it a 36 µs softmax measured 45-113 µs on an H200, its Python launch cost showing through (a flush
+  alone keeps the GPU busy only ~25 µs). `flush=False` does neither: overhead-bound code, whose cost
+  IS the host's dispatching, is timed with the GPU idle at the start, as it runs in a loop;
 * is bracketed by a pair of CUDA events on the current stream and followed by a synchronize,
 * is one of many rounds, after warm-up calls that are not timed;
+* is checked for work it left running when it returned (a kernel on a side stream that the
+  events on the current stream do not bracket): after the window, a device-wide synchronize,
+  and the device time from the window's end to that synchronize, less one bare host round trip,
+  is reported as `Timings.after_window` (about zero for a call whose work is all in its window);
 
 and results are reported as a median with the 10th and 90th percentiles. On a CPU the clock is
 `time.perf_counter`. Every result carries the device it was timed on, so CPU timings are never
@@ -30,6 +39,9 @@ _perf_counter = time.perf_counter
 _Event = torch.cuda.Event
 _synchronize = torch.cuda.synchronize
 _current_stream = torch.cuda.current_stream
+_sleep = torch.cuda._sleep  # spins the GPU for a number of its clock cycles
+
+HOLD_CYCLES = 1_000_000  # ~0.5 ms at the H200's 1.98 GHz: longer than the host's cost of any honest launch
 
 _l2_buffers: dict[int, torch.Tensor] = {}
 
@@ -78,13 +90,16 @@ class Timings:
     spread: float  # (p90 - p10) / median: how noisy the run was
     n: int
     device: str
+    # median seconds of device work still running after a call's window closed (CUDA; 0 on CPU)
+    after_window: float = 0.0
 
     @classmethod
-    def from_samples(cls, samples, device: str) -> "Timings":
+    def from_samples(cls, samples, device: str, after_window=()) -> "Timings":
         s = np.asarray(samples, dtype=float)
         median, p10, p90 = (float(v) for v in np.percentile(s, [50, 10, 90]))
         spread = (p90 - p10) / median if median > 0 else float("inf")
-        return cls(tuple(float(v) for v in s), median, p10, p90, spread, len(s), device)
+        after = float(np.median(after_window)) if len(after_window) else 0.0
+        return cls(tuple(float(v) for v in s), median, p10, p90, spread, len(s), device, after)
 
     def __str__(self) -> str:
         return (f"{format_seconds(self.median)} median (p10 {format_seconds(self.p10)}, "
@@ -92,20 +107,34 @@ class Timings:
 
 
 def _time_call(fn, args, dev: torch.device, flush: bool):
-    """One call of fn(*args): (seconds, output). Only the call is inside the window."""
+    """One call of fn(*args): (seconds, output, seconds of device work after the window).
+
+    Only the call is inside the window. On CUDA the window is a pair of events on the current
+    stream; work the call left on another stream runs past `end`. So after the window: a
+    device-wide synchronize (every stream), event `done`, a synchronize, event `idle`. end→done is
+    that leftover work plus one host round trip; done→idle is one bare round trip; the
+    difference is the leftover work.
+    """
     if dev.type == "cuda":
+        stream = _current_stream(dev)
         if flush:
             flush_l2(dev)
-        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-        stream = _current_stream(dev)
+            with torch.cuda.device(dev):
+                _sleep(HOLD_CYCLES)  # the host enqueues the call while the GPU is still busy
+        start, end, done, idle = (_Event(enable_timing=True) for _ in range(4))
         start.record(stream)
         out = fn(*args)
         end.record(stream)
+        _synchronize(dev)  # device-wide: every stream's work is finished after this
+        done.record(stream)
         _synchronize(dev)
-        return start.elapsed_time(end) / 1e3, out
+        idle.record(stream)
+        _synchronize(dev)
+        after = max(end.elapsed_time(done) - done.elapsed_time(idle), 0.0)
+        return start.elapsed_time(end) / 1e3, out, after / 1e3
     t0 = _perf_counter()
     out = fn(*args)
-    return _perf_counter() - t0, out
+    return _perf_counter() - t0, out, 0.0
 
 
 def _warm_up(fns, get_args, dev: torch.device, calls: int, min_s: float = 0.2) -> None:
@@ -138,18 +167,19 @@ def time_fn(fn: Callable, *, make_args: Callable[[], tuple] | None = None, args:
     dev = _device(device)
     get_args = make_args if make_args is not None else (lambda: args)
     _warm_up([fn], get_args, dev, warmup)
-    samples = []
+    samples, afters = [], []
 
     def one():
-        seconds, out = _time_call(fn, get_args(), dev, flush)
+        seconds, out, after = _time_call(fn, get_args(), dev, flush)
         samples.append(seconds)
+        afters.append(after)
         if on_result is not None:
             on_result(out)
 
     one()
     for _ in range(_rounds_for(samples[0], budget_s, min_rounds, max_rounds) - 1):
         one()
-    return Timings.from_samples(samples, dev.type)
+    return Timings.from_samples(samples, dev.type, afters)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,12 +266,14 @@ def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None =
     get_args = make_args if make_args is not None else (lambda: args)
     _warm_up([fns[name] for name in names], get_args, dev, warmup)
     rounds, orders = [], []
+    afters: dict[str, list[float]] = {name: [] for name in names}
 
     def one_round(r: int):
         order = tuple(names[(r + i) % len(names)] for i in range(len(names)))
         times = {}
         for name in order:
-            times[name], out = _time_call(fns[name], get_args(), dev, flush)
+            times[name], out, after = _time_call(fns[name], get_args(), dev, flush)
+            afters[name].append(after)
             if on_result is not None:
                 on_result(name, out)
         rounds.append(times)
@@ -250,5 +282,5 @@ def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None =
     one_round(0)
     for r in range(1, _rounds_for(sum(rounds[0].values()), budget_s, min_rounds, max_rounds)):
         one_round(r)
-    timings = {n: Timings.from_samples([r[n] for r in rounds], dev.type) for n in names}
+    timings = {n: Timings.from_samples([r[n] for r in rounds], dev.type, afters[n]) for n in names}
     return Comparison(timings, tuple(rounds), tuple(orders), dev.type, seed)

@@ -11,8 +11,36 @@ sys.path.insert(0, str(ROOT))
 import gpuprinciples  # noqa: E402,F401  (first: sets interpreter mode before any kernel)
 from gpuprinciples import runtime  # noqa: E402
 
+# Longest first, so that under pytest-xdist (`-n 2 --dist loadfile`: one file, one notebook per worker at a
+# time) the last minutes are not one worker alone: the Binder install and the browser, then the notebooks,
+# then the test files. A stable sort: the cells of a notebook keep their order.
+LONG_FILES = ("tests/test_binder.py", "tests/test_browser.py")
+
+
+def _rank(item) -> int:
+    path = item.nodeid.split("::")[0]
+    if path in LONG_FILES:
+        return 0
+    return 1 if path.endswith(".ipynb") and not path.startswith("tests/") else 2
+
+
+def pytest_report_header(config):
+    info = runtime.describe()
+    return f"gpuprinciples: mode {info['mode']}, torch {info['torch']}, triton {info['triton']}"
+
+
+def pytest_configure(config):
+    # CI's second run sets this to prove that the Triton it asked for is the one imported (PYTHONPATH shadowing)
+    want = os.environ.get("GPUPRINCIPLES_EXPECT_TRITON")
+    if want:
+        import triton
+
+        if not (triton.__version__ + ".").startswith(want + "."):
+            raise pytest.UsageError(f"expected Triton {want}, imported {triton.__version__} from {triton.__file__}")
+
 
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_rank)
     if runtime.HAS_CUDA:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU; run on the GPU machine")

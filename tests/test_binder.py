@@ -20,7 +20,8 @@ BINDER = ROOT / "binder"
 LESSON = "lessons/01-factory-and-warehouse.ipynb"
 LOCAL_TORCH = "python -m pip install torch==2.13.0"
 IGNORE = shutil.ignore_patterns(".git", ".venv", "*.egg-info", "__pycache__", ".ipynb_checkpoints", ".pytest_cache",
-                                "build", "dist", "out", "gradebook-out")
+                                "build", "dist", "out", "gradebook-out", "*.trace.json")  # traces: notebooks
+                                # running beside this test (pytest-xdist) write them; a fresh checkout has none
 
 RUNNER = """
 import json, sys

@@ -48,7 +48,8 @@ def _free_port() -> int:
 def jupyterlab(tmp_path):
     """A JupyterLab server on 127.0.0.1 over a temporary copy of lessons/; yields its base URL and token."""
     root = tmp_path / "lessons"
-    shutil.copytree(ROOT / "lessons", root)
+    # without the traces lesson 03 writes: under pytest-xdist it may be running beside this test
+    shutil.copytree(ROOT / "lessons", root, ignore=shutil.ignore_patterns("*.trace.json", ".ipynb_checkpoints"))
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "run"),
                MPLBACKEND="module://matplotlib_inline.backend_inline")

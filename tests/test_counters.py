@@ -137,3 +137,26 @@ def test_nested_recordings_count_torch_ops_once_each():
         with counters.record() as inner:
             x.cos()
     assert outer.torch_compute_ops["cos"] == 1 and inner.torch_compute_ops["cos"] == 1
+
+
+@interpreter_only
+def test_loads_of_an_input_changed_and_put_back_are_seen():
+    x = torch.randn(1000)
+    with counters.record(inputs=[x]) as honest:
+        copy(x)
+    assert honest.as_dict()["input_loads_changed"] == 0
+    assert honest.input_load_bytes == 4 * x.numel()
+
+    saved = x.clone()
+    with counters.record(inputs=[x]) as smuggled:
+        x.numpy()[:7] = 42.0  # NumPy: unseen by PyTorch's dispatcher
+        y = copy(x)
+        x.numpy()[...] = saved.numpy()  # put back: the input looks untouched afterwards
+    assert torch.equal(x, saved) and torch.equal(y[:7], torch.full((7,), 42.0))
+    assert smuggled.as_dict()["input_loads_changed"] == 7
+
+
+def test_no_input_check_without_inputs():
+    with counters.record() as rec:
+        torch.ones(3) + 1
+    assert rec.as_dict()["input_loads_changed"] is None

@@ -124,7 +124,8 @@ def _gpu_faults_then_good():
 
 
 JOBS["gpu_faults_then_good"] = _gpu_faults_then_good
-for _file in ("gpu_side_stream", "gpu_side_stream_padded", "gpu_pointer_cache", "gpu_fast_only_when_timed"):
+for _file in ("gpu_side_stream", "gpu_side_stream_padded", "gpu_side_stream_early", "gpu_pointer_cache",
+              "gpu_fast_only_when_timed", "gpu_fast_when_large"):
     _attack(_file, COS, f"{_file}.py", "cos_cos")
 _attack("gpu_timing_seed", COS, "gpu_timing_seed.py", "cos_cos", seed=SEED)
 _attack("gpu_patches_grader_timing", COS, "patches_grader_timing.py", "cos_cos")
@@ -256,9 +257,6 @@ def test_rewriting_the_live_counters_is_caught():
         assert says_any(report, REFUSED + ("pytorch operators did work", "outside the kernel")), (key, report.reasons)
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: the result pipe is an inherited fd named in sys.argv; learner code "
-                   "dup()s it, points the worker's copy at /dev/null and writes well-formed messages with fake "
-                   "counts; see the report for the fix")
 @uses("forges_result_fd")
 def test_well_formed_forged_messages_are_refused():
     report = result("forges_result_fd")
@@ -302,10 +300,6 @@ def test_work_done_outside_the_kernel_fails():
         assert says_any(report, WORK_ELSEWHERE), (key, report.reasons)
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: the answer is written into the input with NumPy, copied by a "
-                   "minimal Triton kernel, and the input restored before returning; the input check only "
-                   "compares before/after. Fix: the load hook compares what the kernel reads from the inputs "
-                   "with the pristine copies")
 @uses("answer_through_input")
 def test_the_answer_smuggled_through_the_input_is_caught():
     report = result("answer_through_input")
@@ -328,9 +322,6 @@ def test_a_thread_that_keeps_writing_spoils_the_result_and_not_the_grader():
     assert report.checks and report.checks[0].detail.startswith("0 of ")  # every case was run and judged
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: a double-forked process in its own session (setsid) escapes "
-                   "os.killpg and outlives the check, holding the worker's pipes; track and kill the worker's "
-                   "descendants (PR_SET_CHILD_SUBREAPER in the worker, or a cgroup)")
 @uses("fork_orphan")
 def test_no_process_outlives_its_check():
     report, alive = result("fork_orphan")
@@ -433,25 +424,41 @@ def test_gpu_timed_calls_that_do_no_work_are_implausible_not_fast():
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(strict=True, reason="HOLE: work on a side stream after the timed window closes is not timed; "
-                   "timing._time_call should also take the host time to a device-wide synchronize and refuse "
-                   "a call whose device work outlasts its events by far")
 @uses("gpu_side_stream_padded")
 def test_gpu_work_hidden_on_a_side_stream_is_caught():
     report = result("gpu_side_stream_padded")
     assert report.status != PASSED, report.measurements
     assert says_any(report, ("outside the timed", "implausible", "side stream")), report.reasons
+    assert report.measurements.get("after_window_us", 0) > 0
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(strict=True, reason="HOLE: the timed calls run without counters, so code that checks "
-                   "counters._active() is honest when counted and uses PyTorch when timed; count the timed "
-                   "calls too (launches and PyTorch compute) and hold them to the requirements")
+@uses("gpu_side_stream_early")
+def test_gpu_work_on_a_side_stream_before_the_window_is_caught():
+    # the grader holds the GPU before each window so the host's launch cost is not timed; a side
+    # stream could run during the hold: any work on another stream than the current one is refused
+    report = result("gpu_side_stream_early")
+    assert report.status == FAILED, (report.status, report.reasons, report.measurements)
+    assert "another cuda stream" in reasons(report) and "slow_cos_cos" in reasons(report)
+
+
+@pytest.mark.gpu
 @uses("gpu_fast_only_when_timed")
-def test_gpu_the_timed_calls_are_held_to_the_requirements():
+def test_gpu_code_cannot_tell_the_timed_calls_from_the_counted_ones():
+    # The timed calls run under the counters too, so `counters._active()` is true there as well:
+    # this submission takes its slow honest path when timed and fails on speed (or, should it
+    # ever take the PyTorch path, on the requirements).
     report = result("gpu_fast_only_when_timed")
     assert report.status != PASSED, report.measurements
-    assert says_any(report, ("pytorch operators did work", "timed call")), report.reasons
+    assert says_any(report, ("pytorch operators did work", "timed call", "copy bandwidth")), report.reasons
+
+
+@pytest.mark.gpu
+@uses("gpu_fast_when_large")
+def test_gpu_the_timed_calls_are_held_to_the_requirements():
+    report = result("gpu_fast_when_large")
+    assert report.status == FAILED, (report.status, report.reasons, report.measurements)
+    assert "in the timed calls" in reasons(report) and "pytorch operators did work" in reasons(report)
 
 
 @pytest.mark.gpu

@@ -22,7 +22,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
-from gpuprinciples.models import tiny_lm, token_batch
+from gpuprinciples.models import from_recipe
 
 LOW_PRECISION = ("bfloat16", "float16")
 MIN_LOW_PRECISION_SHARE = 0.95
@@ -97,12 +97,10 @@ def _dtype(name: str) -> torch.dtype:
 
 def build(recipe: dict, device: str):
     """Model, optimizer, scaler and batch from a recipe: the same on every machine for the same seeds."""
-    model = tiny_lm(recipe["seed"], recipe["vocab"], recipe["d_model"], recipe["hidden"], recipe["n_layers"])
-    model = model.to(device)
+    model, x, y = from_recipe(recipe, device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"])
     dtype = _dtype(recipe["dtype"])
     scaler = torch.amp.GradScaler(torch.device(device).type, enabled=dtype == torch.float16)
-    x, y = token_batch(recipe["seed"] + 1, recipe["vocab"], recipe["batch"], recipe["seq"], device)
     return model, optimizer, scaler, x, y, dtype
 
 

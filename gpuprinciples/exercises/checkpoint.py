@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpuprinciples.counters import tensors_in
 from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
-from gpuprinciples.models import tiny_lm, token_batch
+from gpuprinciples.models import from_recipe
 
 BUDGET = 0.40  # held and peak activation bytes, as a fraction of the plain step's
 MAX_RECOMPUTE = 1.0  # extra backward FLOPs, as a fraction of one plain forward
@@ -109,10 +109,8 @@ class ActivationMemory(TorchDispatchMode):
 
 
 def build(recipe: dict, device: str):
-    model = tiny_lm(recipe["seed"], recipe["vocab"], recipe["d_model"], recipe["hidden"], recipe["n_layers"])
-    model = model.to(device)
+    model, x, y = from_recipe(recipe, device)
     model.embed.weight.requires_grad_(False)  # fine-tuning: the embedding is frozen
-    x, y = token_batch(recipe["seed"] + 1, recipe["vocab"], recipe["batch"], recipe["seq"], device)
     return model, x, y
 
 
@@ -135,6 +133,14 @@ def measure(loss_fn, recipe: dict, device: str = "cpu") -> dict:
         "forward_flops": mem.forward_flops,
         "backward_flops": mem.backward_flops,
     }
+
+
+def measure_each(loss_fns: dict, recipe: dict, device: str = "cpu", progress: bool = True) -> dict:
+    """`measure` for each named loss function, with a progress bar: {name: measurement}."""
+    from gpuprinciples.progress import bar
+    return {name: measure(fn, recipe, device)
+            for name, fn in bar(loss_fns.items(), "forward + backward, bytes counted", total=len(loss_fns),
+                                enabled=progress)}
 
 
 def _run(fn, args, kwargs):

@@ -261,6 +261,11 @@ def _layernorm_bytes(case: Case) -> int:
     return (2 * x.numel() + w.numel() + b.numel()) * x.element_size()
 
 
+def _weight_and_bias(args: tuple) -> tuple:
+    # read by every row, small enough to stay in L2: memory sees each of their bytes once
+    return args[1], args[2]
+
+
 def _eager_layernorm(x, weight, bias, eps):
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
@@ -279,22 +284,23 @@ LAYERNORM = FunctionExercise(
               "  # over the last dim; rows may be strided",
     cases=_layernorm_cases,
     reference=_layernorm_reference,
-    requirements=(LaunchesTriton(), MaxLaunches(1), NoTorchCompute(), BytesWithin(_layernorm_bytes, 1.1)),
+    requirements=(LaunchesTriton(), MaxLaunches(1), NoTorchCompute(),
+                  BytesWithin(_layernorm_bytes, 1.1, cached=_weight_and_bias)),
     timing=Timing(
         inputs=_layernorm_timing_args,
         baselines={"torch layer_norm": _eager_layernorm,
                    "torch.compile": compiled(_eager_layernorm)},
         min_bytes=lambda args: (2 * args[0].numel() + 2 * args[1].numel()) * args[0].element_size(),  # x, w, b, y
         min_speedup={"torch layer_norm": 1.0},
-        min_bandwidth_fraction=0.45,  # a plain row-per-program kernel; torch.softmax reaches ~55% on an H200
+        min_bandwidth_fraction=0.45,  # torch's layer_norm reaches ~58% on an H200, the reference ~79%
     ),
     solution="gpuprinciples.kernels.layernorm:layernorm",
     hints=(
         "Like softmax: the row fits on chip; load it once (other=0.0), reduce, write once.",
         "mean = tl.sum(x) / N; then xc = x - mean, with the padding lanes set back to 0 (tl.where), "
         "and var = tl.sum(xc * xc) / N. E[x²] - E[x]² fails when the mean is large.",
-        "weight and bias are the same for every row: load them once per program, then loop over rows "
-        "(for first in tl.range(pid, M, n_programs)) with a grid of far fewer programs than rows.",
+        "weight and bias are the same for every row: each program may load them (they stay in the L2 cache, "
+        "and the counters charge them once); one program per row is both simplest and fastest.",
         "eps is an argument: use the one you are given.",
     ),
 )

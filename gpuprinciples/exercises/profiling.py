@@ -293,6 +293,9 @@ KERNEL_NAMES = (
     "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>",
     "volta_sgemm_64x32_sliced1x4_tn",
     "void splitKreduce_kernel<32, 16, int, float, float, float, float, true, false, false>",
+    # an fp32 matmul with TF32 off on an H200 (torch 2.11, 2026-12-02): "xmma", yet ffma on the CUDA cores
+    "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_execute_kernel"
+    "__5x_cublas",
 )
 TENSOR_CORE = frozenset({0, 2, 4, 6})
 
@@ -321,8 +324,10 @@ TENSOR_CORES = ValueExercise(
     expected=lambda: TENSOR_CORE,
     compare=_compare_tensor_cores,
     hints=(
-        "Tensor Core GEMMs name their MMA family or a reduced-precision type: xmma, hmma, wgmma, tensorop, "
+        "Tensor Core GEMMs name their MMA family or a reduced-precision type: hmma, wgmma, tensorop, "
         "s16816, tensor16x8x8, nvjet (cuBLAS's Hopper kernels); bf16, f16, tf32 inputs.",
+        "xmma is cuBLAS's kernel template, used for both: an xmma kernel that says ffma (fused multiply-add, "
+        "the CUDA cores' instruction) and has only f32 types runs on the CUDA cores.",
         "sgemm and gemv kernels are fp32 on the ordinary CUDA cores; elementwise, softmax and reduction kernels "
         "do no matrix multiply at all.",
     ),

@@ -21,7 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
-from gpuprinciples.models import TinyLM, lm_loss, tiny_lm, token_batch
+from gpuprinciples.models import TinyLM, from_recipe, lm_loss
 
 ALIGN = {"bfloat16": 8, "float16": 8, "float32": 4}  # 16 bytes
 OUTPUT_RTOL = {"bfloat16": 2e-2, "float16": 4e-3, "float32": 1e-5}  # of the largest |logit|
@@ -88,10 +88,8 @@ _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torc
 
 
 def build(recipe: dict, device: str):
-    model = tiny_lm(recipe["seed"], recipe["vocab"], recipe["d_model"], recipe["hidden"], recipe["n_layers"])
-    model = model.to(device=device, dtype=_DTYPES[recipe["dtype"]])
-    tokens, _ = token_batch(recipe["seed"] + 1, recipe["vocab"], recipe["batch"], recipe["seq"], device)
-    return model, tokens
+    model, tokens, targets = from_recipe(recipe, device, _DTYPES[recipe["dtype"]])
+    return model, tokens, targets
 
 
 def _run(fn, args, kwargs):
@@ -99,7 +97,7 @@ def _run(fn, args, kwargs):
     (recipe,) = args
     if kwargs.get("timed"):
         return _time_on_gpu(fn, recipe)
-    model, tokens = build(recipe, runtime.DEVICE)
+    model, tokens, _ = build(recipe, runtime.DEVICE)
     with torch.no_grad():
         padded = fn(model)
     shapes = MatmulShapes()
@@ -117,8 +115,7 @@ def _time_on_gpu(fn, recipe: dict) -> dict:
         m.zero_grad(set_to_none=True)
 
     with _disable_current_modes():  # the grader's op counters would slow every op
-        model, tokens = build(recipe, "cuda")
-        _, targets = token_batch(recipe["seed"] + 1, recipe["vocab"], recipe["batch"], recipe["seq"], "cuda")
+        model, tokens, targets = build(recipe, "cuda")
         with torch.no_grad():
             padded = fn(model)
         comparison = timing.compare({"padded": lambda: train_step(padded, tokens, targets),
@@ -132,7 +129,7 @@ def _time_on_gpu(fn, recipe: dict) -> dict:
 def _reference(recipe: dict, timed: bool = False):
     if timed:
         return None
-    model, tokens = build(recipe, "cpu")
+    model, tokens, _ = build(recipe, "cpu")
     with torch.no_grad():
         return model(tokens)
 

@@ -1,5 +1,5 @@
-"""Correct, one program per row: weight and bias are loaded again by every row (twice the bytes
-of x for them alone when the rows are as long as they are many)."""
+"""Right, and the fast design: one program per row, weight and bias loaded by every program. They stay in
+the L2 cache, so memory sees them once and the grader charges them once (BytesWithin's `cached`)."""
 import torch
 import triton
 import triton.language as tl
@@ -21,6 +21,6 @@ def k(x_ptr, w_ptr, b_ptr, y_ptr, N, x_stride, eps, BLOCK: tl.constexpr):
 
 def layernorm(x, weight, bias, eps):
     m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype)
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     k[(m,)](x, weight, bias, y, n, x.stride(0), eps, BLOCK=triton.next_power_of_2(n))
     return y

@@ -1,0 +1,26 @@
+"""gpuprinciples.progress: the bars the slow notebook cells show."""
+
+import time
+
+from gpuprinciples.progress import bar, ticking
+
+
+def test_bar_passes_every_item_through():
+    assert list(bar(range(5), "steps")) == list(range(5))
+    assert list(bar(iter("abc"), "steps", total=3, enabled=False)) == ["a", "b", "c"]
+
+
+def test_ticking_redraws_while_the_block_runs(capsys):
+    seen = ""
+    with ticking("waiting for ranks", every_s=0.05):
+        deadline = time.monotonic() + 20
+        while seen.count("waiting for ranks:") < 3 and time.monotonic() < deadline:  # first draw + 2 ticks
+            time.sleep(0.05)
+            seen += capsys.readouterr().err
+    assert seen.count("waiting for ranks:") >= 3
+
+
+def test_ticking_disabled_draws_nothing(capsys):
+    with ticking("quiet", enabled=False) as shown:
+        assert shown is None
+    assert "quiet" not in capsys.readouterr().err
