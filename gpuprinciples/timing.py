@@ -224,6 +224,7 @@ class Comparison:
     orders: tuple[tuple[str, ...], ...]  # the call order in each round
     device: str
     seed: int = field(default=0, repr=False)
+    flush: bool = True
 
     def speedup(self, a: str, b: str) -> Speedup:
         """How many times faster `a` is than `b`, from the rounds where both ran side by side."""
@@ -233,7 +234,8 @@ class Comparison:
     def table(self, baseline: str | None = None) -> str:
         names = list(self.timings)
         baseline = baseline or names[0]
-        how = "CUDA events, L2 flushed" if self.device == "cuda" else "perf_counter, CPU"
+        how = ("perf_counter, CPU" if self.device != "cuda" else "CUDA events, L2 flushed" if self.flush
+               else "CUDA events, GPU idle at each call: launch cost included")
         lines = [f"timed on {self.device} ({how}), {len(self.rounds)} interleaved rounds",
                  f"{'':<16}{'median':>11}{'p10':>11}{'p90':>11}{'spread':>8}   speedup vs {baseline}"]
         for name in names:
@@ -283,4 +285,4 @@ def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None =
     for r in range(1, _rounds_for(sum(rounds[0].values()), budget_s, min_rounds, max_rounds)):
         one_round(r)
     timings = {n: Timings.from_samples([r[n] for r in rounds], dev.type, afters[n]) for n in names}
-    return Comparison(timings, tuple(rounds), tuple(orders), dev.type, seed)
+    return Comparison(timings, tuple(rounds), tuple(orders), dev.type, seed, flush)
