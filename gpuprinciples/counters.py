@@ -177,10 +177,6 @@ _state = threading.local()
 _cuda_current_stream, _cuda_initialized = torch.cuda.current_stream, torch.cuda.is_initialized  # before learner code
 
 
-def _stream_id() -> int:
-    return _cuda_current_stream().cuda_stream
-
-
 def _active() -> list[Recording]:
     if not hasattr(_state, "stack"):
         _state.stack = []
@@ -260,7 +256,7 @@ def _changed_elements(offsets: np.ndarray, itemsize: int, live: np.ndarray, pris
 
 
 def _current_stream_id() -> int | None:
-    return _stream_id() if _cuda_initialized() else None
+    return _cuda_current_stream().cuda_stream if _cuda_initialized() else None
 
 
 def _note_other_stream(rec: "Recording", name: str) -> None:
@@ -388,6 +384,17 @@ class _OpRecorder(TorchDispatchMode):
         return out
 
 
+def _has_memory(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.device.type != "meta" and t.numel() > 0
+
+
+def _byte_range(t: torch.Tensor) -> tuple[int, int]:
+    """[first, end) byte addresses of the memory a (possibly strided) tensor spans."""
+    first = t.data_ptr()
+    last = first + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) * t.element_size()
+    return first, last + t.element_size()
+
+
 @contextmanager
 def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inputs=(), cached=()):
     """Count what the code in the block does. `trace=True` keeps every access (for drawing);
@@ -400,18 +407,16 @@ def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inp
     serves them: small operands that every program reads)."""
     rec = Recording(trace=trace, stream=_current_stream_id())
     for t in cached:
-        if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.numel():
-            span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) * t.element_size()
-            rec.cached_seen.append((t.data_ptr(), np.zeros(span + t.element_size(), dtype=bool)))
+        if _has_memory(t):
+            first, end = _byte_range(t)
+            rec.cached_seen.append((first, np.zeros(end - first, dtype=bool)))
     for t in inputs:
-        if isinstance(t, torch.Tensor) and t.device.type != "meta" and t.numel():
-            first = t.data_ptr()
-            last = first + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) * t.element_size()
-            rec.input_ranges.append((first, last + t.element_size()))
+        if _has_memory(t):
+            first, end = _byte_range(t)
+            rec.input_ranges.append((first, end))
             rec.input_bytes += t.numel() * t.element_size()
             if t.device.type == "cpu":  # the byte span as it is in memory, live, and a copy of it now
-                span = last + t.element_size() - first
-                live = np.ctypeslib.as_array((ctypes.c_uint8 * span).from_address(first))
+                live = np.ctypeslib.as_array((ctypes.c_uint8 * (end - first)).from_address(first))
                 rec.input_pristine.append((live, live.copy()))
                 rec.input_loads_checked = True
             else:

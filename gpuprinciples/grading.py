@@ -263,7 +263,8 @@ def _case_size(case) -> int:
 def _plain_numbers(value):
     """Numbers, strings and their lists and dicts, rounded for a report; anything else left out."""
     if isinstance(value, dict):
-        return {str(k): _plain_numbers(v) for k, v in value.items() if _plain_numbers(v) is not None}
+        plain = {str(k): _plain_numbers(v) for k, v in value.items()}
+        return {k: v for k, v in plain.items() if v is not None}
     if isinstance(value, (list, tuple)):
         return [_plain_numbers(v) for v in value]
     if isinstance(value, bool) or isinstance(value, (int, str)):
@@ -274,10 +275,8 @@ def _plain_numbers(value):
 
 
 def _byte_summary(exercise, case, counts) -> dict:
-    from .exercises.base import BytesWithin
-    # re-reads of inputs the exercise names as cached (BytesWithin.cached) reach memory once
-    moved = (counts["load_bytes"] + counts["store_bytes"] + counts["torch_bytes"]
-             - (counts.get("cached_reread_bytes") or 0))
+    from .exercises.base import BytesWithin, memory_bytes
+    moved = memory_bytes(counts)
     out = {"bytes_moved": moved, "launches": counts["triton_launches"]}
     for requirement in exercise.requirements:
         if isinstance(requirement, BytesWithin):

@@ -118,6 +118,13 @@ class NoTorchCompute(Requirement):
         return None
 
 
+def memory_bytes(counts: dict) -> int:
+    """Bytes moved (Triton loads and stores, PyTorch copies), less re-reads of inputs an exercise
+    names as cached (BytesWithin.cached): those reach memory once."""
+    return (counts["load_bytes"] + counts["store_bytes"] + counts["torch_bytes"]
+            - (counts.get("cached_reread_bytes") or 0))
+
+
 @dataclass(frozen=True)
 class BytesWithin(Requirement):
     """Bytes moved (Triton loads + stores, plus any PyTorch copies) ≤ factor × the minimum.
@@ -140,8 +147,7 @@ class BytesWithin(Requirement):
         return f"moves at most {self.factor:g} × the minimum bytes"
 
     def evaluate(self, counts, case):
-        moved = counts["load_bytes"] + counts["store_bytes"] + counts["torch_bytes"]
-        moved -= counts.get("cached_reread_bytes") or 0
+        moved = memory_bytes(counts)
         least = self.minimum(case)
         if moved > self.factor * least:
             return (f"moved {_fmt_bytes(moved)} where {_fmt_bytes(least)} is the minimum "
