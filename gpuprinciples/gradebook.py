@@ -349,6 +349,10 @@ def what_is_graded(exercise) -> tuple[str, str]:
             cpu.append(requirement.describe())
         if "gpu" in requirement.modes:
             gpu.append(requirement.describe())
+    for modes, words in exercise.judges:
+        for mode, lines in (("cpu", cpu), ("gpu", gpu)):
+            if mode in modes:
+                lines.append(words)
     timing = exercise.timing
     if timing is not None:
         gpu += [f"speedup over {base} ≥ {need:g}×" for base, need in timing.min_speedup.items()]

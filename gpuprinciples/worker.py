@@ -296,13 +296,16 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
 
         def instrumented(baseline):
             """A baseline under the same counters (its counts unused): with flush=False the host's
-            time is timed, and the learner's calls must not be the only ones paying for the counting."""
+            time is timed, and the learner's calls must not be the only ones paying for the counting.
+            Only then: the counters' dispatch mode makes torch.compile fall back to eager (Timing
+            refuses a compiled baseline with flush=False), and with flush=True the GPU hold hides
+            the host's time anyway."""
             def call(*call_args):
                 with _record():
                     return baseline(*call_args)
             return call
 
-        fns = {"yours": counted, **{name: instrumented(b) for name, b in spec.baselines.items()}}
+        fns = {"yours": counted, **{name: b if spec.flush else instrumented(b) for name, b in spec.baselines.items()}}
         comparison = timing.compare(fns, args=args, device=device, budget_s=command.get("budget_s", 1.0),
                                     flush=spec.flush, on_result=check_timed)
         result["timed_mismatches"] = len(mismatches)

@@ -172,3 +172,33 @@ def test_cli_doctor_says_the_mode():
 def test_cli_bench_says_it_needs_a_gpu():
     done = run_cli("bench")
     assert done.returncode == 1 and "needs a gpu" in (done.stdout + done.stderr).lower()
+
+
+def test_baselines_run_under_the_counters_only_when_the_host_time_is_timed():
+    """The counters' dispatch mode makes torch.compile fall back to eager: a torch.compile baseline
+    timed under it is eager in disguise, and every "speedup over torch.compile" a free pass."""
+    from types import SimpleNamespace
+
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    from gpuprinciples import worker
+    from gpuprinciples.exercises.base import Timing, compiled
+
+    under_mode = []
+
+    def baseline(x):
+        under_mode.append(_get_current_dispatch_mode() is not None)
+        return x + 1
+
+    for flush in (True, False):
+        under_mode.clear()
+        exercise = SimpleNamespace(timing=Timing(inputs=lambda gen, device: (torch.ones(64),),
+                                                 baselines={"plus one": baseline}, min_bytes=lambda args: 512,
+                                                 flush=flush))
+        result = worker.time_case(exercise, lambda x: x + 1, {"seed": 1, "sample_seed": 2, "budget_s": 0.05},
+                                  "cpu", "submission.py", {}, _tampered=lambda watch: [])
+        assert result["error"] is None and result["speedups"]["plus one"][0] > 0
+        assert under_mode and set(under_mode) == {not flush}
+    with pytest.raises(ValueError, match="torch.compile"):
+        Timing(inputs=lambda gen, device: (), baselines={"compiled": compiled(baseline)},
+               min_bytes=lambda args: 0, flush=False)

@@ -253,6 +253,9 @@ TRAIN_STEP = FunctionExercise(
     run=_run,
     timeout_s=300.0,
     solution="gpuprinciples.exercises.amp:amp_step",
+    judges=((("cpu", "gpu"), f"≥ {MIN_LOW_PRECISION_SHARE:.0%} of matmul FLOPs in bf16/fp16 (counted)"),
+            (("cpu", "gpu"), "parameters and optimizer state still float32"),
+            (("gpu",), f"a larger step timed: speedup over the fp32 step ≥ {MIN_SPEEDUP:g}×")),
     hints=(
         "Wrap the forward and the loss in `with torch.autocast(x.device.type, dtype=dtype):`; "
         "backward and the optimizer step stay outside.",

@@ -208,6 +208,12 @@ class Timing:
     # dispatching is in the time (timing.py)
     flush: bool = True
 
+    def __post_init__(self):
+        compiled_names = [name for name, fn in self.baselines.items() if getattr(fn, "is_compiled", False)]
+        if compiled_names and not self.flush:
+            raise ValueError(f"baseline {compiled_names[0]!r} is torch.compile'd, so it cannot be timed with "
+                             "flush=False: the counters it would run under make torch.compile fall back to eager")
+
 
 def compiled(fn: Callable) -> Callable:
     """`torch.compile(fn)`, compiled on first call: importing torch._dynamo costs seconds, and only
@@ -220,6 +226,7 @@ def compiled(fn: Callable) -> Callable:
         return cache[0](*args, **kwargs)
 
     call.__name__ = call.__qualname__ = f"compiled_{fn.__name__}"
+    call.is_compiled = True
     return call
 
 
@@ -247,6 +254,8 @@ class FunctionExercise:
     hints: tuple[str, ...] = ()
     # "module:function" of the package's reference solution (tests and `gpuprinciples bench` use it)
     solution: str | None = None
+    # what `compare` judges beyond correctness, in words, for the exercise table: (modes, words)
+    judges: tuple[tuple[tuple[str, ...], str], ...] = ()
     kind: str = "function"
 
 

@@ -283,6 +283,10 @@ FIT_BUDGET = FunctionExercise(
     run=_run,
     timeout_s=300.0,
     solution="gpuprinciples.exercises.checkpoint:fit_budget",
+    judges=((("cpu", "gpu"), f"held and peak activation bytes ≤ {BUDGET:.0%} of the plain step's (counted)"),
+            (("cpu", "gpu"), f"recomputed matmul FLOPs ≤ {MAX_RECOMPUTE:g}× one forward's"),
+            (("gpu",), f"a larger step on the GPU: peak memory ≤ {GPU_PEAK_BUDGET:.0%} and time ≤ {MAX_SLOWDOWN:g}× "
+                       "the plain step's")),
     hints=(
         "model.embed, model.blocks (a ModuleList) and model.head are the pieces of model.loss.",
         "torch.utils.checkpoint.checkpoint(block, h, use_reentrant=False) keeps only h for that block.",

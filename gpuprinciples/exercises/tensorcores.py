@@ -208,6 +208,8 @@ PAD_MODEL = FunctionExercise(
     run=_run,
     timeout_s=300.0,
     solution="gpuprinciples.exercises.tensorcores:pad_model",
+    judges=((("cpu", "gpu"), "every matmul dimension a multiple of 16 bytes (counted)"),
+            (("gpu",), f"a GPT-2-shaped step timed: speedup over vocab 50257 ≥ {MIN_SPEEDUP:g}×")),
     hints=(
         "Three sizes set every matmul's K and N: the vocabulary, d_model and the hidden size. Round each up.",
         "Build a bigger TinyLM, zero all its parameters, and copy the original weights into the top-left corner.",
