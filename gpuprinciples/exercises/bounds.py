@@ -296,7 +296,8 @@ class MaxDispatches(Requirement):
             if counts["triton_launches"]:
                 listed += f", Triton launches ×{counts['triton_launches']}"
             return (f"{total} operator dispatches per call ({listed}) in case {case.label}; at most {self.n} "
-                    f"allowed: each one pays the launch overhead again")
+                    f"allowed: each one pays the launch overhead again (the grader counts operators as "
+                    "PyTorch runs them, and under its counters a torch.compile'd function runs them one by one)")
         return None
 
 
