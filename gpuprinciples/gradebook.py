@@ -344,15 +344,12 @@ def what_is_graded(exercise) -> tuple[str, str]:
     if exercise.kind == "value":
         return "the answer", "the answer"
     cpu, gpu = ["correctness"], ["correctness"]
-    for requirement in exercise.requirements:
-        if "cpu" in requirement.modes:
-            cpu.append(requirement.describe())
-        if "gpu" in requirement.modes:
-            gpu.append(requirement.describe())
-    for modes, words in exercise.judges:
-        for mode, lines in (("cpu", cpu), ("gpu", gpu)):
-            if mode in modes:
-                lines.append(words)
+    described = [(r.modes, r.describe()) for r in exercise.requirements] + list(exercise.judges)
+    for modes, words in described:
+        if "cpu" in modes:
+            cpu.append(words)
+        if "gpu" in modes:
+            gpu.append(words)
     timing = exercise.timing
     if timing is not None:
         gpu += [f"speedup over {base} ≥ {need:g}×" for base, need in timing.min_speedup.items()]
