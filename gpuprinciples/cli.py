@@ -80,7 +80,10 @@ def _ceilings(args) -> int:
 
 
 def _bench(args) -> int:
+    from .bench import grader_main
     from .bench import main as bench_main
+    if args.grader:
+        return grader_main(json_output=args.json, only=args.only, submissions=args.submission)
     return bench_main(json_output=args.json, only=args.only)
 
 
@@ -140,6 +143,10 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="time every reference solution against PyTorch's best path (GPU)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--only", default=None, help="comma-separated exercise ids")
+    p.add_argument("--grader", action="store_true",
+                   help="time the grader instead: a first and a second check of each solution (GPU or CPU)")
+    p.add_argument("--submission", action="append", default=[], metavar="EXERCISE=FILE.py:FUNCTION",
+                   help="with --grader: also check this submission (repeatable)")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("gradebook", help="run every learner's notebooks and write a CSV and HTML gradebook")
