@@ -265,7 +265,7 @@ def _compare_gpu(got, where: str) -> list[str]:
     slow, low, high = got["slowdown"]
     if low > MAX_SLOWDOWN:
         reasons.append(f"on this GPU the step takes {slow:.2f}× the plain step's time (95% interval {low:.2f}–"
-                       f"{high:.2f}×){where}; recomputing a third of a forward costs far less than that")
+                       f"{high:.2f}×){where}; recomputing at most {MAX_RECOMPUTE:g} of a forward should cost far less")
     return reasons
 
 
