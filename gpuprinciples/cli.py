@@ -115,6 +115,11 @@ def _exercises(args) -> int:
     return 0
 
 
+def _figures(args) -> int:
+    from .figures import main as figures_main
+    return figures_main(write=args.write, json_path=args.json, from_json=args.from_json)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="gpuprinciples", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -159,6 +164,12 @@ def main(argv=None) -> int:
     p = sub.add_parser("exercises", help="list every exercise and what it grades with and without a GPU")
     p.add_argument("--markdown", action="store_true", help="one Markdown table")
     p.set_defaults(func=_exercises)
+
+    p = sub.add_parser("figures", help="measure every figure the lessons quote on this GPU; write docs/measured.md")
+    p.add_argument("--write", metavar="PAGE", help="write the page there (default: print it)")
+    p.add_argument("--json", metavar="FILE", help="also save the raw measurements")
+    p.add_argument("--from", dest="from_json", metavar="FILE", help="render a saved run instead (no GPU needed)")
+    p.set_defaults(func=_figures)
 
     try:
         args = parser.parse_args(argv)
