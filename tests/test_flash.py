@@ -44,6 +44,24 @@ def test_kernel_survives_large_scores_and_strided_views():
     assert torch.isfinite(got).all() and (got.double() - want).abs().max() < 1e-4
 
 
+def test_program_order_changes_nothing_but_the_order():
+    # l2_sweep's second order (head by head): the same answer, bit for bit
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 3, 70, 32, generator=gen) for _ in range(3))
+    for causal in (False, True):
+        blocks = {"BLOCK_M": 32, "BLOCK_N": 32}
+        assert torch.equal(attention(q, k, v, causal, blocks=blocks),
+                           attention(q, k, v, causal, blocks=blocks, heads_inner=True))
+
+
+def test_bytes_without_a_cache_give_an_intensity_of_about_block_m():
+    from gpuprinciples.kernels.attention import hbm_bytes_without_cache
+    B, H, N, D = 1, 1, 4096, 128
+    moved = hbm_bytes_without_cache(B, H, N, D, 128, 2)
+    assert moved == 4 * N * D * (1 + N // 128)  # per head, bf16: Q and O once, K and V once per query tile
+    assert round(4 * N * N * D / moved) == 124  # FLOP per byte: N·BLOCK_M / (N + BLOCK_M)
+
+
 def test_the_reference_is_softmax_attention():
     gen = torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(2, 3, 20, 32, generator=gen) for _ in range(3))
@@ -138,12 +156,6 @@ def test_the_naive_way_trips_the_byte_requirements():
 
 
 # --- grading the package's solutions --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("stage", ["flash.attention_tiles", "flash.attention_tails", "flash.attention_causal"])
-def test_reference_attention_passes_every_stage(stage):
-    report = grade(stage, solution(flash.ATTENTION.solution))
-    assert report.status == PASSED, report.reasons
 
 
 def test_reference_attention_passes_with_flash_traffic():
