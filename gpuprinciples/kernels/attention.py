@@ -59,7 +59,7 @@ def attention_kernel(Q, K, V, Out, H, N, qk_scale,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_INNER: tl.constexpr = False):
     # N_KEY (N rounded up to a power of two) is only the autotuner's key: one tuning per size class.
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
-    if HEADS_INNER:  # (l2_sweep only) neighbouring programs on different heads: no shared K/V in L2
+    if HEADS_INNER:  # (l2_sweep only) neighbouring programs on different heads: their K and V compete for L2
         bh = tl.program_id(0)
         pid_m = tl.program_id(1)
     else:  # neighbouring programs are query tiles of one head: they re-read the same K and V
@@ -123,8 +123,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     each with strides of its own).
 
     `blocks` fixes the tile configuration (BLOCK_M, BLOCK_N, optionally num_warps/num_stages)
-    instead of the default: autotuned on a GPU for N ≥ 1024, fixed otherwise. `heads_inner` (with
-    `blocks`) orders the programs head by head instead of tile by tile: the same work, for `l2_sweep`.
+    instead of the default: autotuned on a GPU for N ≥ 1024, fixed otherwise. `heads_inner` orders the
+    programs head by head instead of tile by tile (never autotuned): the same work, for `l2_sweep`.
     """
     B, H, N, D = q.shape
     assert k.shape == v.shape == q.shape, "q, k and v must have the same shape [B, H, N, D]"
@@ -134,7 +134,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     args = (q, k, v, o, H, N, LOG2E / math.sqrt(D), *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
             *o.stride()[:3], triton.next_power_of_2(N))
     meta = dict(D=D, CAUSAL=bool(causal), PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
-    if blocks is None and runtime.HAS_CUDA and N >= 1024:
+    if blocks is None and runtime.HAS_CUDA and N >= 1024 and not heads_inner:
         grid = lambda cfg: (triton.cdiv(N, cfg["BLOCK_M"]), B * H)  # noqa: E731
         attention_kernel_tuned[grid](*args, **meta)
         return o
