@@ -68,12 +68,12 @@ def attention(q, k, v, causal=False):
     lse = torch.empty((batch, nheads, seqlen_rounded), device=q.device, dtype=torch.float32)
     tmp = torch.empty((batch, nheads, seqlen_rounded), device=q.device, dtype=torch.float32)
     o = torch.empty((batch, nheads, seqlen, d), device=q.device, dtype=q.dtype)
-    BLOCK = 64
-    grid = (triton.cdiv(seqlen, BLOCK), batch * nheads)
+    BLOCK_M, BLOCK_N = (128, 64) if q.is_cuda else (64, 64)  # the padding above covers a tile of 128
+    grid = (triton.cdiv(seqlen, BLOCK_M), batch * nheads)
     fwd_kernel[grid](q, k, v, o, lse, tmp, 1.0 / math.sqrt(d),
                      q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1), k.stride(2),
                      v.stride(0), v.stride(1), v.stride(2), o.stride(0), o.stride(1), o.stride(2),
                      nheads, seqlen, seqlen_rounded,
-                     IS_CAUSAL=bool(causal), BLOCK_HEADDIM=d, BLOCK_M=BLOCK, BLOCK_N=BLOCK,
-                     **({"num_warps": 4, "num_stages": 1} if q.is_cuda else {}))
+                     IS_CAUSAL=bool(causal), BLOCK_HEADDIM=d, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                     **({"num_warps": 8, "num_stages": 2} if q.is_cuda else {}))
     return o
