@@ -2,7 +2,7 @@
 
 Exit codes of `grade` (a public contract): 0 passed, 1 not passed (failed, not attempted or an
 error in the learner's code), 2 a usage error (unknown exercise, unreadable file). Every usage error
-is one line on stderr that starts "error:", and exits 2.
+(of every command) exits 2, and what it writes to stderr starts "error: " and a sentence.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def _release(args) -> int:
 
     from .notebooks import release
     # release() removes every lesson without a solution: a mistyped --solutions would empty lessons/
-    if not sorted(Path(args.solutions).glob("*.ipynb")):
-        return _usage_error(f"no notebooks in {args.solutions}/ (--solutions names the folder of solution notebooks)")
+    if not any(Path(args.solutions).glob("*.ipynb")):
+        return _usage_error(f"no notebooks in {Path(args.solutions)} (--solutions names their folder)")
     changed = release(args.solutions, args.lessons, check=args.check)
     if args.check:
         if changed:
@@ -87,10 +87,9 @@ def _ceilings(args) -> int:
 def _bench(args) -> int:
     from . import exercises
     from .bench import main as bench_main
-    for exercise_id in (args.only or "").split(","):
+    for exercise_id in filter(None, (args.only or "").split(",")):
         try:
-            if exercise_id:
-                exercises.get(exercise_id)
+            exercises.get(exercise_id)
         except KeyError as exc:
             return _usage_error(exc.args[0])
     return bench_main(json_output=args.json, only=args.only)
@@ -136,7 +135,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gpuprinciples", description=__doc__.split("\n\n")[0])
+    parser = _Parser(prog="gpuprinciples", description=__doc__.split("\n\n")[0],
+                     epilog="`gpuprinciples COMMAND --help` says more of each command.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name, func, summary, details=""):
