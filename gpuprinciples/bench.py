@@ -1,5 +1,10 @@
 """`gpuprinciples bench`: every reference solution against PyTorch's best paths, on this GPU.
 
+`gpuprinciples bench --grader` instead measures the learner's wait: per exercise, the wall time of
+a first and a second check of the same function in one process (a notebook session: the second
+finds the warm sandbox, and on a GPU the baselines timed), on this machine, GPU or CPU; and where
+that time went (loading, cases, timing).
+
 For each exercise that declares a `Timing` and a `solution`: make the large timing inputs on the
 GPU, check the solution against the exercise's reference there, then time the solution and every
 baseline (eager, torch.compile, library kernels) interleaved in one run. Printed as a table with
@@ -92,3 +97,53 @@ def main(json_output: bool = False, only: str | None = None) -> int:
         print(json.dumps({"device": torch.cuda.get_device_name(), "ceilings": ceilings.__dict__,
                           "results": results}, indent=2, default=str))
     return 0 if all("error" not in r for r in results) else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The grader's own latency
+# ---------------------------------------------------------------------------------------------
+
+
+def grader_latency(exercise_id: str, answer, tries: int = 2) -> dict:
+    """Wall seconds of `tries` checks of `answer` in a row, with each one's status and phases."""
+    import time
+
+    from .grading import grade
+    runs = []
+    for _ in range(tries):
+        started = time.monotonic()
+        report = grade(exercise_id, answer)
+        runs.append({"wall_s": round(time.monotonic() - started, 2), "status": report.status,
+                     "phases_s": report.phases_s, "reasons": report.reasons[:2]})
+    return {"exercise": exercise_id, "origin": getattr(answer, "origin", getattr(answer, "__name__", "?")),
+            "runs": runs}
+
+
+def grader_main(json_output: bool = False, only: str | None = None, submissions=()) -> int:
+    """Every reference solution (or `only` those), then each EXERCISE=FILE.py:FUNCTION of `submissions`."""
+    from . import exercises, runtime
+    from .submission import from_path
+
+    wanted = set(only.split(",")) if only else None
+    jobs = [(ex.id, _load(ex.solution)) for ex in exercises.all_exercises().values()
+            if ex.kind == "function" and ex.solution and (wanted is None or ex.id in wanted)]
+    for item in submissions:
+        exercise_id, _, spec = item.partition("=")
+        jobs.append((exercise_id, from_path(spec)))
+    results = []
+    if not json_output:
+        print(f"the grader's latency on this machine ({runtime.describe()['device']}, mode {runtime.MODE}): "
+              "wall seconds of a first and a second check in one process")
+    for exercise_id, answer in jobs:
+        result = grader_latency(exercise_id, answer)
+        results.append(result)
+        if not json_output:
+            first, second = result["runs"]
+            print(f"  {exercise_id:<28} {result['origin'][-40:]:<40} first {first['wall_s']:>6.2f} s "
+                  f"({first['status']})  second {second['wall_s']:>6.2f} s ({second['status']})  "
+                  f"second's phases {second['phases_s']}")
+    if json_output:
+        print(json.dumps({"mode": runtime.MODE, "machine": runtime.describe(), "results": results}, indent=2,
+                         default=str))
+    return 0
+

@@ -1,4 +1,4 @@
-"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench, gradebook, exercises.
+"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench, gradebook, exercises, figures.
 
 Exit codes of `grade` (a public contract): 0 passed, 1 not passed (failed, not attempted or an
 error in the learner's code), 2 a usage error (unknown exercise, unreadable file). Every usage error
@@ -86,12 +86,26 @@ def _ceilings(args) -> int:
 
 def _bench(args) -> int:
     from . import exercises
+    from .bench import grader_main
     from .bench import main as bench_main
-    for exercise_id in filter(None, (args.only or "").split(",")):
+    from .submission import SubmissionError, from_path
+    wanted = list(filter(None, (args.only or "").split(",")))
+    for item in args.submission:
+        exercise_id, sep, spec = item.partition("=")
+        if not sep:
+            return _usage_error(f"--submission {item}: write it as EXERCISE=FILE.py:FUNCTION")
+        try:
+            from_path(spec)
+        except SubmissionError as exc:
+            return _usage_error(str(exc))
+        wanted.append(exercise_id)
+    for exercise_id in wanted:
         try:
             exercises.get(exercise_id)
         except KeyError as exc:
             return _usage_error(exc.args[0])
+    if args.grader:
+        return grader_main(json_output=args.json, only=args.only, submissions=args.submission)
     return bench_main(json_output=args.json, only=args.only)
 
 
@@ -120,6 +134,18 @@ def _exercises(args) -> int:
         cpu, gpu = gradebook.what_is_graded(ex)
         print(f"{ex.id}  ({ex.kind}) {ex.title}\n    without a GPU: {cpu}\n    on a GPU:      {gpu}")
     return 0
+
+
+def _figures(args) -> int:
+    from pathlib import Path
+
+    from .figures import main as figures_main
+    if args.from_json:
+        try:
+            json.loads(Path(args.from_json).read_text())
+        except (OSError, ValueError) as exc:
+            return _usage_error(f"--from {args.from_json} is not a saved run ({exc})")
+    return figures_main(write=args.write, json_path=args.json, from_json=args.from_json)
 
 
 def _usage_error(sentence: str) -> int:
@@ -170,9 +196,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--refresh", action="store_true",
                    help="measure again even if a measurement under 12 hours old is cached")
 
-    p = command("bench", _bench, "time every reference solution against PyTorch's best path (GPU)")
+    p = command("bench", _bench, "time every reference solution against PyTorch's best path (GPU)",
+                " With --grader, time the grader itself (GPU or CPU).")
     p.add_argument("--json", action="store_true", help="print the results as one JSON object")
     p.add_argument("--only", default=None, metavar="IDS", help="comma-separated exercise ids")
+    p.add_argument("--grader", action="store_true",
+                   help="time the grader instead: a first and a second check of each solution (GPU or CPU)")
+    p.add_argument("--submission", action="append", default=[], metavar="EXERCISE=FILE.py:FUNCTION",
+                   help="with --grader: also check this submission (repeatable)")
 
     p = command("gradebook", _gradebook, "run every learner's notebooks and write a CSV and HTML gradebook")
     p.add_argument("submissions", help="a folder of SUBMISSIONS/<learner>/*.ipynb (never modified)")
@@ -183,6 +214,11 @@ def _parser() -> argparse.ArgumentParser:
 
     p = command("exercises", _exercises, "list every exercise and what it grades with and without a GPU")
     p.add_argument("--markdown", action="store_true", help="one Markdown table")
+
+    p = command("figures", _figures, "measure every figure the lessons quote on this GPU; write docs/measured.md")
+    p.add_argument("--write", metavar="PAGE", help="write the page there (default: print it)")
+    p.add_argument("--json", metavar="FILE", help="also save the raw measurements")
+    p.add_argument("--from", dest="from_json", metavar="FILE", help="render a saved run instead (no GPU needed)")
     return parser
 
 

@@ -23,7 +23,7 @@ def test_every_command_has_a_summary_and_a_description():
     sub = _subcommands()
     summaries = {a.dest: a.help for a in sub._choices_actions}
     assert set(summaries) == set(sub.choices) == {"doctor", "grade", "release", "ceilings", "bench", "gradebook",
-                                                  "exercises"}
+                                                  "exercises", "figures"}
     for name, p in sub.choices.items():
         assert summaries[name], name
         assert p.description and p.description.rstrip(".").lower().startswith(summaries[name].lower()), name
@@ -55,6 +55,10 @@ def test_help_states_the_defaults(capsys):
     ["grade", "fusion.cos_cos", "x.py"],                          # no :FUNCTION
     ["grade", "fusion.cos_cos", "x.py:f", "--timeout", "soon"],
     ["bench", "--only", "fusion.cos_cos,fusion.nope"],
+    ["bench", "--grader", "--submission", "fusion.cos_cos"],                     # no =FILE.py:FUNCTION
+    ["bench", "--grader", "--submission", "fusion.cos_cos=/nonexistent/x.py:f"],
+    ["bench", "--grader", "--submission", f"fusion.nope={ROOT}/tests/submissions/core/raises.py:cos_cos"],
+    ["figures", "--from", "/nonexistent/run.json"],
     ["gradebook", "/nonexistent", "--out", "/tmp/never"],
     ["gradebook", "/nonexistent"],
     ["doctor", "--jsn"],
