@@ -26,10 +26,11 @@ def _load(spec: str):
     return getattr(importlib.import_module(module), name)
 
 
-def bench_exercise(ex, ceilings, budget_s: float = 2.0) -> dict:
+def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
+    """One timed input of `ex` (its first, or `spec`, one of `ex.timing.each()`)."""
     from . import timing
 
-    spec = ex.timing
+    spec = spec or ex.timing
     gen = torch.Generator(device="cuda").manual_seed(0)
     args = spec.inputs(gen, "cuda")
     solution = _load(ex.solution)
@@ -51,7 +52,8 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0) -> dict:
             s = comparison.speedup("solution", name)
             row["solution_speedup"] = [s.ratio, s.ci_low, s.ci_high]
         rows[name] = row
-    return {"exercise": ex.id, "relative_error": err, "rounds": len(comparison.rounds), "rows": rows}
+    return {"exercise": ex.id + (f" ({spec.label})" if spec.label else ""), "relative_error": err,
+            "rounds": len(comparison.rounds), "rows": rows}
 
 
 def _print(result: dict) -> None:
@@ -85,14 +87,15 @@ def main(json_output: bool = False, only: str | None = None) -> int:
             continue
         if wanted and ex.id not in wanted:
             continue
-        try:
-            result = bench_exercise(ex, ceilings)
-        except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
-            result = {"exercise": ex.id, "error": f"{type(exc).__name__}: {exc}"}
-        results.append(result)
-        if not json_output:
-            _print(result) if "error" not in result else print(f"\n{ex.id}: FAILED ({result['error']})")
-        torch.cuda.empty_cache()
+        for spec in ex.timing.each():
+            try:
+                result = bench_exercise(ex, ceilings, spec=spec)
+            except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
+                result = {"exercise": ex.id, "error": f"{type(exc).__name__}: {exc}"}
+            results.append(result)
+            if not json_output:
+                _print(result) if "error" not in result else print(f"\n{ex.id}: FAILED ({result['error']})")
+            torch.cuda.empty_cache()
     if json_output:
         print(json.dumps({"device": torch.cuda.get_device_name(), "ceilings": ceilings.__dict__,
                           "results": results}, indent=2, default=str))

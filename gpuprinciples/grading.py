@@ -41,7 +41,7 @@ TIMING_VARIANTS = 3
 # The baselines' samples, timed in the first check of an exercise in this process (a notebook session, on
 # this GPU) and reused by the later ones: a learner's second try does not wait for torch.compile again.
 # GPUPRINCIPLES_RETIME_BASELINES=1 times them in every check, side by side with the learner's calls.
-_EARLIER_BASELINES: dict[str, tuple[float, dict[str, list[float]]]] = {}
+_EARLIER_BASELINES: dict[tuple[str, int], tuple[float, dict[str, list[float]]]] = {}
 
 
 def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int | None = None,
@@ -187,7 +187,9 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
             report.status = PASSED
         if report.status == PASSED and exercise.timing is not None:
             if runtime.MODE == "gpu":
-                _time_on_gpu(exercise, box, report)
+                for which in range(len(exercise.timing.each())):
+                    if report.status == PASSED:
+                        _time_on_gpu(exercise, which, box, report)
                 phase("timing")
             else:
                 report.checks.append(CheckLine("speed", None, "timed only on a GPU"))
@@ -247,15 +249,18 @@ def _prove_comparison_can_fail(exercise, cases, expected) -> None:
             raise AssertionError(f"exercise {exercise.id}: the unchanged input would pass case {case.label}")
 
 
-def _time_on_gpu(exercise: FunctionExercise, box: Sandbox, report: Report) -> None:
-    """Time in the child; fingerprint the right outputs of every input variant here; judge here."""
+def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: Report) -> None:
+    """Time in the child; fingerprint the right outputs of every input variant here; judge here.
+    `which`: the index of the timed input (Timing.each); the first one's figures are the report's own,
+    another's sit under "timing <label>"."""
     from . import hardware
 
-    spec = exercise.timing
+    spec = exercise.timing.each()[which]
     seeds = [secrets.randbits(62) for _ in range(TIMING_VARIANTS)]  # nothing the child sees reveals the case seed
     sample_seed = secrets.randbits(62)
-    earlier = None if os.environ.get("GPUPRINCIPLES_RETIME_BASELINES") else _EARLIER_BASELINES.get(exercise.id)
-    result = box.request({"cmd": "time", "seeds": seeds, "sample_seed": sample_seed,
+    key = (exercise.id, which)
+    earlier = None if os.environ.get("GPUPRINCIPLES_RETIME_BASELINES") else _EARLIER_BASELINES.get(key)
+    result = box.request({"cmd": "time", "which": which, "seeds": seeds, "sample_seed": sample_seed,
                           "baselines": [] if earlier else list(spec.baselines)}, "timing", (TimingResult,))
     if result is None:
         report.fail(box.failure)
@@ -272,19 +277,23 @@ def _time_on_gpu(exercise: FunctionExercise, box: Sandbox, report: Report) -> No
         del want
     verdict = judge.judge_timing(spec, exercise.requirements, args, references, result,
                                  hardware.ceilings().copy_bandwidth, earlier[1] if earlier else None)
-    report.measurements.update(verdict.measurements)
+    on = f" ({spec.label})" if spec.label else ""
+    if which == 0:
+        report.measurements.update(verdict.measurements)
+    else:
+        report.measurements[f"timing {spec.label or which}"] = verdict.measurements
     if verdict.implausible:
         report.status = ERROR
-        report.reasons.append(verdict.implausible)
+        report.reasons.append(verdict.implausible + on)
         return
     if earlier:
-        report.notes.append(f"The baselines were timed in this session's first check of this exercise, "
+        report.notes.append(f"The baselines{on} were timed in this session's first check of this exercise, "
                             f"{time.monotonic() - earlier[0]:.0f} s ago, on this GPU (set "
                             "GPUPRINCIPLES_RETIME_BASELINES=1 to time them again, side by side).")
     elif not result.error and result.rounds and not verdict.reasons:
-        _EARLIER_BASELINES[exercise.id] = (time.monotonic(), {
+        _EARLIER_BASELINES[key] = (time.monotonic(), {
             name: [r[name] for r in result.rounds] for name in spec.baselines if name in result.rounds[0]})
     for name, passed, detail in verdict.checks:
-        report.checks.append(CheckLine(name, passed, detail))
+        report.checks.append(CheckLine(name + on, passed, detail))
     for reason in verdict.reasons:
-        report.fail(reason)
+        report.fail(reason + on)

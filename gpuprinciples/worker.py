@@ -165,7 +165,8 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
             result.has_decoy_output = True
         pristine = [_clone(t) for t in _tensors_in(args)]
         runtime.synchronize()
-        with _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args)) as rec:
+        with _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args),
+                     stores=exercise.run is None) as rec:
             out = runner(fn, args, kwargs)
             runtime.synchronize()
     except BaseException as exc:  # noqa: BLE001 - the learner's error, reported in words
@@ -188,6 +189,10 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     result.output_type = f"{type(out).__module__}.{type(out).__qualname__}"
     result.output_device = str(out.device.type) if isinstance(out, torch.Tensor) else None
     result.counts = rec.as_dict()
+    if rec.track_stores:  # which elements of the result no kernel of this call wrote (WritesEveryOutput)
+        plain = [t for t in outs if type(t) is torch.Tensor]
+        result.counts["output_elements"] = sum(t.numel() for t in plain)
+        result.counts["output_unwritten"] = sum(rec.unwritten(t) for t in plain)
     result.tampered = _tampered(watch)
     return result
 
@@ -199,7 +204,7 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
     measurements. Each seed in `command["seeds"]` makes one variant of the inputs; before every
     round the next variant is copied into the same buffers (same pointers, other values), and every
     timed output is fingerprinted, so an answer kept per input pointer and replayed is caught."""
-    spec = exercise.timing
+    spec = exercise.timing.each()[command.get("which", 0)]
     variants = [spec.inputs(torch.Generator(device=device).manual_seed(seed), device) for seed in command["seeds"]]
     args = tuple(_clone(a) if isinstance(a, torch.Tensor) else a for a in variants[0])
     buffers = list(counters.tensors_in(args))
