@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 
 def _doctor(args) -> int:
@@ -55,8 +56,6 @@ def _grade(args) -> int:
 
 
 def _release(args) -> int:
-    from pathlib import Path
-
     from .notebooks import release
     # release() removes every lesson without a solution: a mistyped --solutions would empty lessons/
     if not any(Path(args.solutions).glob("*.ipynb")):
@@ -110,8 +109,6 @@ def _bench(args) -> int:
 
 
 def _gradebook(args) -> int:
-    from pathlib import Path
-
     from . import gradebook
     if not Path(args.submissions).is_dir() or not gradebook.find_notebooks(args.submissions):
         return _usage_error(f"no SUBMISSIONS/<learner>/*.ipynb under {args.submissions}")
@@ -137,8 +134,6 @@ def _exercises(args) -> int:
 
 
 def _figures(args) -> int:
-    from pathlib import Path
-
     from .figures import main as figures_main
     if args.from_json:
         try:
