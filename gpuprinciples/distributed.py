@@ -208,9 +208,25 @@ def save(result) -> None:
 
 
 def finish() -> None:
+    """The last line of a rank's script: wait for every rank, leave the process group, and end this
+    process (exit code 0) when torchrun started it.
+
+    Why end it here, and not let Python shut down: once a DeviceMesh, DTensor or a functional collective
+    was used, `destroy_process_group()` leaves gloo's worker threads running (torch still holds the backend
+    from C++). A worker that drops the last reference to a collective's tensor needs the GIL; if the
+    interpreter is shutting down at that moment, the thread is unwound where it may not be and the rank
+    aborts ("terminate called without an active exception", SIGABRT). The barrier lets every rank's
+    collectives complete; `os._exit` then ends the process with no interpreter shutdown for a thread to meet.
+    """
     import torch.distributed as dist
     if dist.is_initialized():
+        dist.barrier()  # gloo's barrier also waits for this rank's earlier collectives
         dist.destroy_process_group()
+    if "TORCHELASTIC_RUN_ID" not in os.environ:  # not a torchrun rank (a notebook's kernel): keep it running
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -262,6 +262,33 @@ def test_launch_returns_each_ranks_result(tmp_path):
     assert results == [{"rank": 0, "world": 2, "sum": 3.0}, {"rank": 1, "world": 2, "sum": 3.0}]
 
 
+def test_finish_ends_each_rank_cleanly_after_a_device_mesh(tmp_path, capsys):
+    # A DeviceMesh keeps gloo's threads alive past destroy_process_group(); with 200 all-reduces still queued
+    # there, an interpreter shutdown under them aborted a rank in about half the runs ("terminate called
+    # without an active exception", SIGABRT): lesson 09's tensor-parallel script met the same, rarely.
+    script = tmp_path / "mesh.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from gpuprinciples import distributed as D
+        rank, world, device = D.init()
+        mesh = init_device_mesh("cpu", (world,))
+        works = [dist.all_reduce(torch.ones(2**16), async_op=True) for _ in range(200)]
+        del works  # their tensors now live only in gloo's queue
+        D.save(rank)
+        D.finish()
+        print("after finish")  # never runs: finish() ended the process
+    """))
+    assert D.launch(script, 2, timeout=120, backend="gloo", progress=False) == [0, 1]
+    assert "after finish" not in capsys.readouterr().out
+
+
+def test_finish_outside_torchrun_keeps_the_process(monkeypatch):
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert D.finish() is None  # a notebook's kernel that calls it lives on (this test process too)
+
+
 def test_launch_reports_the_failing_ranks_error(tmp_path):
     script = tmp_path / "fails.py"  # no torch in the ranks: only the launcher's import is paid
     script.write_text('import os\nif os.environ["RANK"] == "1":\n    raise RuntimeError("rank one gives up")\n')
