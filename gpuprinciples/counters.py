@@ -183,6 +183,8 @@ class Recording:
 
 
 _state = threading.local()
+# bound now, as module names the worker watches: learner code replacing gpucompile's is seen
+_compile_launch, _from_compiled = gpucompile.compile_launch, gpucompile.from_compiled
 _cuda_current_stream, _cuda_initialized = torch.cuda.current_stream, torch.cuda.is_initialized  # before learner code
 
 
@@ -363,7 +365,7 @@ def _install_interpreter_hooks() -> None:
         if _state.stack and not _state.benchmarking:
             name = getattr(self.fn, "__name__", "kernel")
             made = _note_launch(name, "dynamic" if callable(self.grid) else self.grid)
-            compiled = gpucompile.compile_launch(kernel, args, kwargs)
+            compiled = _compile_launch(kernel, args, kwargs)
             _note_compiled(compiled)
 
             def note_grid(grid):
@@ -378,7 +380,7 @@ def _install_interpreter_hooks() -> None:
         except Exception as exc:
             # a GPU refuses the kernel before it runs: its sentence, not the interpreter's (compiled now
             # if it was not: a failing launch outside a recording, such as the grader's warm-up call)
-            compiled = compiled or gpucompile.compile_launch(kernel, args, kwargs)
+            compiled = compiled or _compile_launch(kernel, args, kwargs)
             if not compiled.ok:
                 raise gpucompile.GPUCompileError(compiled.error) from exc
             raise
@@ -415,7 +417,7 @@ def _on_gpu_launch(metadata) -> None:
         kernel, grid = pending if pending is not None and pending[0].name == (name or pending[0].name) else (None, "?")
         _note_launch(name or getattr(kernel, "name", "kernel"), grid)
         if kernel is not None:
-            _note_compiled(gpucompile.from_compiled(kernel))
+            _note_compiled(_from_compiled(kernel))
     except Exception:  # noqa: BLE001 - a hook that raises would fail the learner's launch
         pass
 

@@ -207,7 +207,7 @@ HOPPER = ("cuda", 90, 32)
 # 228 KiB per SM), max_num_regs the 64K registers of one SM (and of one block).
 HOPPER_PROPERTIES = {"max_shared_mem": 232448, "max_num_regs": 65536, "multiprocessor_count": 132,
                      "warpSize": 32, "sm_clock_rate": 1980000, "mem_clock_rate": 2619000, "mem_bus_width": 5120}
-HOPPER_WARPS_PER_SM = 64
+HOPPER_WARPS_PER_SM = 64  # for occupancy arithmetic: the driver's properties do not say it
 HOPPER_MAX_THREADS_PER_BLOCK = 1024
 
 
@@ -268,7 +268,7 @@ def _language_jit():
             if isinstance(value, interp.InterpretedFunction):
                 swaps.append((module, name, _jit_copy(value, made)))
     for name, value in list(vars(tl.tensor).items()):
-        cells = getattr(value, "__closure__", None) or () if inspect.isfunction(value) else ()
+        cells = (value.__closure__ or ()) if inspect.isfunction(value) else ()
         target = next((c.cell_contents for c in cells if isinstance(c.cell_contents, interp.InterpretedFunction)),
                       None)
         if target is not None:  # a member wrapper; with @triton.jit compiled, the member is the function itself
