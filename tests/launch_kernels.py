@@ -1,8 +1,12 @@
-"""Kernels launched by every path Triton offers, for tests/test_launch_paths.py and test_gpucompile.py.
+"""Kernels launched by every path Triton offers, and grading of tests/submissions/compile/, for
+tests/test_launch_paths.py and test_gpucompile.py.
 
 Import gpuprinciples before this module (conftest does; a subprocess must too): the mode decides
 whether @triton.jit makes JITFunctions or the interpreter's InterpretedFunctions.
 """
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import torch
 import triton
@@ -89,3 +93,31 @@ def matmul_tile(dtype, rows: int, precision: str = "ieee", num_warps: int = 4):
     c = torch.empty(rows, 32, device=runtime.DEVICE)
     tile_matmul[(1,)](a, b, c, BM=rows, BN=32, BK=32, PRECISION=precision, num_warps=num_warps)
     return c, a, b
+
+
+# -------------------------------------------------------------------------------------------------
+# Grading the submissions under tests/submissions/compile/
+# -------------------------------------------------------------------------------------------------
+
+SUBMISSIONS = Path(__file__).resolve().parent / "submissions" / "compile"
+
+
+def grade_submissions(graded: dict) -> dict:
+    """{stem: (exercise, function)} -> {stem: Report}, two at a time on a CPU (each grade mostly waits
+    on its child's start-up), one at a time on a GPU (timings must not be disturbed)."""
+    from gpuprinciples import runtime
+    from gpuprinciples.grading import grade
+    from gpuprinciples.submission import from_path
+
+    def one(stem):
+        exercise, name = graded[stem]
+        return stem, grade(exercise, from_path(f"{SUBMISSIONS / stem}.py:{name}"))
+
+    with ThreadPoolExecutor(1 if runtime.HAS_CUDA else 2) as pool:
+        return dict(pool.map(one, graded))
+
+
+def counted_checks_hold(report) -> bool:
+    """Correct, and every requirement held (the timing judges aside: on a GPU they come on top)."""
+    timed = ("speed", "speedup", "≥")
+    return report.correct and all(line.passed is not False for line in report.checks if not line.name.startswith(timed))

@@ -18,7 +18,6 @@ import os
 import re
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,12 +28,9 @@ import triton
 import triton.language as tl
 
 from gpuprinciples import counters, gpucompile, runtime
-from gpuprinciples.grading import grade
 from gpuprinciples.report import FAILED, PASSED
-from gpuprinciples.submission import from_path
 
 ROOT = Path(__file__).resolve().parent.parent
-SUBMISSIONS = ROOT / "tests" / "submissions" / "compile"
 
 
 @pytest.mark.parametrize("path", list(lk.PATHS))
@@ -123,17 +119,7 @@ GRADED = {"tutorial_softmax": ("fusion.softmax", "softmax"), "autotuned_cos_cos"
 
 @lru_cache(maxsize=None)
 def _reports():
-    def one(stem):
-        exercise, name = GRADED[stem]
-        return stem, grade(exercise, from_path(f"{SUBMISSIONS / stem}.py:{name}"))
-    with ThreadPoolExecutor(1 if runtime.HAS_CUDA else 2) as pool:
-        return dict(pool.map(one, GRADED))
-
-
-def _counted_checks_hold(report) -> bool:
-    """Correct, and every requirement held (timing judges aside: on a GPU they come on top)."""
-    timed = ("speed", "speedup", "≥")
-    return report.correct and all(line.passed is not False for line in report.checks if not line.name.startswith(timed))
+    return lk.grade_submissions(GRADED)
 
 
 @pytest.mark.parametrize("stem", ["tutorial_softmax", "autotuned_cos_cos", "heuristics_cos_cos"])
@@ -141,7 +127,7 @@ def test_upstream_launch_patterns_pass(stem):
     report = _reports()[stem]
     assert "no triton kernel was launched" not in " ".join(report.reasons).lower()
     if runtime.HAS_CUDA:
-        assert _counted_checks_hold(report), report.reasons
+        assert lk.counted_checks_hold(report), report.reasons
     else:
         assert report.status == PASSED, report.reasons
     counts = report.measurements["counts"]
