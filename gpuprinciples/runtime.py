@@ -314,6 +314,8 @@ def _jit_copy(kernel, made: dict | None = None):
     from triton.runtime.jit import JITFunction
     interp = interpreter_module()
     fn = python_function_of(kernel)
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"expected a @triton.jit kernel, got {type(kernel).__name__!r}")
     made = dict(_language_jit()[1]) if made is None else made
     if fn in made:
         return made[fn]
@@ -540,11 +542,14 @@ def _libdevice_math():
 
 
 def _gamma(x: float) -> float:
+    """Γ(x), with what a GPU returns where Python raises: ±inf at ±0 and past float64, NaN at the poles."""
     import math
     try:
         return math.gamma(x)
-    except (OverflowError, ValueError):  # a pole or beyond float64: what the GPU returns there
-        return math.inf if x > 0 or x == int(x) else math.nan
+    except OverflowError:
+        return math.inf
+    except ValueError:
+        return math.copysign(math.inf, x) if x == 0 else math.nan
 
 
 def _libdevice_function(symbol: str, table: dict):
