@@ -376,12 +376,16 @@ def run_ranks(target, world_size: int, args: tuple = (), *, per_rank: list[tuple
     Without `per_rank`, ranks are forked (cheap: torch is already imported) unless CUDA is
     initialised in this process, where a fork could not be trusted: then they are spawned. With
     `per_rank`, a fork would hand every rank the caller's memory (all ranks' data, the caller's
-    frames), so ranks come from a forkserver started fresh, each sent its own arguments only.
+    frames), so ranks come from a process that holds none of it, each sent its own arguments only:
+    in the grader's child, the zygote it forked before any case arrived (sandbox.Zygote, a fork per
+    rank); elsewhere, a multiprocessing forkserver started fresh (a new interpreter).
     A rank that raises ends the run with its traceback; a run past `timeout` is killed, ranks and all.
     """
     import multiprocessing as mp
     if per_rank is not None and len(per_rank) != world_size:
         raise ValueError(f"per_rank has {len(per_rank)} entries for {world_size} ranks")
+    if per_rank is not None and method is None and sandbox.Zygote.current is not None:
+        return _ranks_from_zygote(target, world_size, args, per_rank, timeout, collective_timeout)
     if method is None and per_rank is not None:
         method = "forkserver"
     method = method or ("spawn" if torch.cuda.is_available() and torch.cuda.is_initialized() else "fork")
@@ -406,23 +410,48 @@ def run_ranks(target, world_size: int, args: tuple = (), *, per_rank: list[tuple
                 if p.is_alive():
                     p.kill()
                     p.join()
-        errors = {}
-        for rank in range(world_size):
-            path = os.path.join(folder, f"error{rank}.txt")
-            if os.path.exists(path):
-                errors[rank] = Path(path).read_text()
-        if errors:
-            # the first rank to fail is the interesting one; the others often only time out waiting
-            rank = min(errors, key=lambda r: ("timed out" in errors[r].lower() or "timeout" in errors[r].lower(), r))
-            raise RankError(f"rank {rank} of {world_size} raised: {errors[rank]}")
-        if hung:
-            raise RankError(f"ranks {hung} of {world_size} were still running after {timeout:g} s and were "
-                            "stopped: a collective that not every rank calls waits forever")
-        dead = [rank for rank, p in enumerate(procs) if p.exitcode != 0]
-        if dead:
-            raise RankError(f"rank {dead[0]} of {world_size} died (exit code {procs[dead[0]].exitcode})")
-        return [torch.load(os.path.join(folder, f"rank{rank}.pt"), weights_only=True)
-                for rank in range(world_size)]
+        return _collect(folder, world_size, hung, [p.exitcode for p in procs], timeout)
+
+
+def _ranks_from_zygote(target, world_size, args, per_rank, timeout, collective_timeout) -> list:
+    """run_ranks's ranks, each a fresh fork of the zygote (sandbox.Zygote) sent only its own share."""
+    zygote = sandbox.Zygote.current
+    with tempfile.TemporaryDirectory(prefix="gpuprinciples-ranks-") as folder:
+        procs = [zygote.start(_rank_main, (target, rank, world_size, folder, args + tuple(per_rank[rank]),
+                                           collective_timeout), folder) for rank in range(world_size)]
+        deadline = time.monotonic() + timeout
+        try:
+            for p in procs:
+                try:
+                    p.wait(max(deadline - time.monotonic(), 0.0))
+                except subprocess.TimeoutExpired:
+                    break
+        finally:
+            hung = [rank for rank, p in enumerate(procs) if p.poll() is None]
+            for rank in hung:
+                sandbox.kill_tree(procs[rank].pid)
+                procs[rank].wait()
+        return _collect(folder, world_size, hung, [p.returncode for p in procs], timeout)
+
+
+def _collect(folder: str, world_size: int, hung: list[int], exitcodes: list, timeout: float) -> list:
+    """Each rank's saved value, or a RankError saying which rank failed and how."""
+    errors = {}
+    for rank in range(world_size):
+        path = os.path.join(folder, f"error{rank}.txt")
+        if os.path.exists(path):
+            errors[rank] = Path(path).read_text()
+    if errors:
+        # the first rank to fail is the interesting one; the others often only time out waiting
+        rank = min(errors, key=lambda r: ("timed out" in errors[r].lower() or "timeout" in errors[r].lower(), r))
+        raise RankError(f"rank {rank} of {world_size} raised: {errors[rank]}")
+    if hung:
+        raise RankError(f"ranks {hung} of {world_size} were still running after {timeout:g} s and were "
+                        "stopped: a collective that not every rank calls waits forever")
+    dead = [rank for rank, code in enumerate(exitcodes) if code != 0]
+    if dead:
+        raise RankError(f"rank {dead[0]} of {world_size} died (exit code {exitcodes[dead[0]]})")
+    return [torch.load(os.path.join(folder, f"rank{rank}.pt"), weights_only=True) for rank in range(world_size)]
 
 
 def _rank_main(target, rank, world_size, folder, args, collective_timeout) -> None:

@@ -172,10 +172,10 @@ def probe_fork_cuda() -> str | None:
 
 
 def serve_forks(sock: socket.socket, child) -> None:
-    """Fork `child(request, [in_fd, out_fd])` (which never returns) for each request on `sock`; send
-    back its pid, and its exit code through the status pipe that came with the request. A "retire"
-    request: fork no more, and end once every child has ended. The socket closing (the grading
-    process is gone): end at once, with every child."""
+    """Fork `child(request, fds)` (which never returns) for each request on `sock`, a JSON object with
+    file descriptors, the last of them a status pipe: send back the child's pid, and its exit code
+    down that pipe when it ends. A request without descriptors ("retire"): fork no more, and end once
+    every child has ended. The socket closing (whoever asked is gone): end at once, with every child."""
     forked: dict[int, int] = {}  # pid -> the write end of its status pipe
     retiring = False
     wake_r, wake_w = os.pipe()
@@ -196,20 +196,21 @@ def serve_forks(sock: socket.socket, child) -> None:
                 break
             if not data:
                 break
-            if len(fds) != 3:
+            if not fds:
                 retiring = True
                 continue
+            *passed, status_w = fds
             pid = os.fork()
             if pid == 0:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                for fd in (wake_r, wake_w, fds[2], *forked.values()):
+                for fd in (wake_r, wake_w, status_w, *forked.values()):
                     os.close(fd)
                 _prctl(PR_SET_DUMPABLE, 1)  # the child itself is an ordinary process again
-                child(json.loads(data), fds[:2])
-            os.close(fds[0])
-            os.close(fds[1])
-            forked[pid] = fds[2]
+                child(json.loads(data), passed)
+            for fd in passed:
+                os.close(fd)
+            forked[pid] = status_w
             sock.sendall(_PID.pack(pid))
     finally:
         for pid in list(forked):
@@ -242,6 +243,11 @@ def _reap(forked: dict[int, int]) -> None:
 # ---------------------------------------------------------------------------------------------
 # The fork server: the grader's side
 # ---------------------------------------------------------------------------------------------
+
+
+def _package_stamp() -> float:
+    """The newest change to this package's files: a server that imported older code is replaced."""
+    return max((p.stat().st_mtime for p in Path(__file__).parent.rglob("*.py")), default=0.0)
 
 
 class ForkServerUnavailable(Exception):
@@ -277,7 +283,8 @@ class _Served:
 
 
 class ForkServer:
-    """One warm server per grading process (and per environment: a change restarts it)."""
+    """One warm server per grading process, environment and state of this package's files (a change
+    to either starts a new one)."""
 
     _current: "ForkServer | None" = None
     _retired: list = []  # kept until they end: closing a server's socket would end its children at once
@@ -318,7 +325,8 @@ class ForkServer:
         if os.environ.get("GPUPRINCIPLES_SANDBOX", "fork") == "spawn" or not hasattr(socket, "send_fds"):
             return None
         env = child_environment()
-        key = (sys.executable, tuple(sorted((k, v) for k, v in env.items() if k.startswith(cls.IMPORT_TIME))))
+        key = (sys.executable, _package_stamp(),
+               tuple(sorted((k, v) for k, v in env.items() if k.startswith(cls.IMPORT_TIME))))
         with cls._lock:
             server = cls._current
             if server is not None and (server.key != key or server.owner != os.getpid() or not server.alive()):
@@ -377,6 +385,59 @@ class ForkServer:
         if self.proc.poll() is None:
             kill_tree(self.proc.pid)
             self.proc.wait()
+
+
+class Zygote:
+    """A process forked from this one while it holds nothing secret, which forks fresh processes later.
+
+    The grading child starts one before it loads learner code or receives a case (worker.run). A rank
+    of a distributed exercise is then forked from it and sent only its own share of the data: nothing
+    of the other ranks' data, nor of the child's frames, is in the rank for learner code to find, and a
+    rank costs a fork (multiprocessing's forkserver would start and import a new interpreter).
+    """
+
+    current: "Zygote | None" = None
+
+    def __init__(self, close_fds: tuple[int, ...] = ()):
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        pid = os.fork()
+        if pid == 0:
+            mine.close()
+            for fd in close_fds:  # the grader's pipes: nothing forked from here may touch them
+                os.close(fd)
+            serve_forks(theirs, _run_payload)
+            os._exit(0)
+        theirs.close()
+        self.pid, self.sock, self.lock = pid, mine, threading.Lock()
+
+    def start(self, fn, args: tuple, folder: str) -> _Served:
+        """fn(*args) in a fresh fork of the zygote (both pickled, by reference for functions)."""
+        import pickle
+        path = os.path.join(folder, f"payload-{secrets.token_hex(8)}.pkl")
+        with open(path, "wb") as f:
+            pickle.dump((fn, args), f, protocol=pickle.HIGHEST_PROTOCOL)
+        status_r, status_w = os.pipe()
+        try:
+            with self.lock:
+                socket.send_fds(self.sock, [json.dumps({"payload": path}).encode()], [status_w])
+                reply = self.sock.recv(_PID.size, socket.MSG_WAITALL)
+        finally:
+            os.close(status_w)
+        if len(reply) != _PID.size:
+            os.close(status_r)
+            raise OSError("the zygote went away")
+        return _Served(_PID.unpack(reply)[0], status_r)
+
+
+def _run_payload(request: dict, fds: list[int]) -> None:
+    import pickle
+    try:
+        with open(request["payload"], "rb") as f:
+            fn, args = pickle.load(f)
+        os.remove(request["payload"])
+        fn(*args)
+    finally:
+        os._exit(70)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ _perf_counter = time.perf_counter
 
 import torch  # noqa: E402
 
-from . import channel, counters, judge, runtime, sandbox, timing  # noqa: E402  (timing: its clocks, taken now)
+from . import channel, counters, gpucompile, judge, runtime, sandbox, timing  # noqa: E402  (timing: its clocks)
 from .channel import CaseResult, Job, LoadError, Ready, TimingResult  # noqa: E402
 from .exercises import get as get_exercise  # noqa: E402
 from .exercises.base import cached_inputs  # noqa: E402
@@ -61,6 +61,7 @@ WATCHED = {  # namespaces whose attributes learner code must not replace
     "gpuprinciples.timing": timing,
     "gpuprinciples.runtime": runtime,
     "gpuprinciples.judge": judge,
+    "gpuprinciples.gpucompile": gpucompile,
     "torch.cuda.Event": torch.cuda.Event,
     "torch.cuda.Stream": torch.cuda.Stream,
     "gpuprinciples.worker": sys.modules[__name__],  # this module runs as __main__
@@ -262,19 +263,24 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
     return result
 
 
+def prepare_path(job: Job) -> None:
+    """Where the learner's module is found: the notebook's path (by reference), or this folder, where
+    its source is written as submission.py."""
+    if job.module is None:
+        with open(os.path.join(os.getcwd(), "submission.py"), "w") as f:
+            f.write(job.source or "")
+    for entry in reversed([*job.sys_path, *([os.getcwd()] if job.module is None else [])]):
+        sys.path.insert(0, entry)
+
+
 def load_function(job: Job):
     """Import the learner's module here, in the child (its top-level code runs now), and return
     (the named function, the file whose lines an error message points at)."""
     if job.module is not None:  # by reference: an importable module, with the notebook's path
-        for entry in reversed(job.sys_path):
-            sys.path.insert(0, entry)
         module = importlib.import_module(job.module)
         source_file = getattr(module, "__file__", None) or job.module
     else:  # by source: a notebook's packed cells or a loose file
         source_file = os.path.join(os.getcwd(), "submission.py")
-        with open(source_file, "w") as f:
-            f.write(job.source or "")
-        sys.path.insert(0, os.getcwd())
         spec = importlib.util.spec_from_file_location("submission", source_file)
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
@@ -336,6 +342,9 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
     watch = _snapshot()
     source_file = job.module or "submission.py"
     try:
+        prepare_path(job)
+        # forked now, before learner code or any case is in this process: distributed ranks come from it
+        sandbox.Zygote.current = sandbox.Zygote(close_fds=(in_fd, out_fd)) if exercise.forks_ranks else None
         fn, source_file = load_function(job)
     except BaseException as exc:  # noqa: BLE001
         reply(LoadError(error=_describe_error(exc, source_file)))

@@ -13,6 +13,7 @@ import pkgutil
 from .base import (  # noqa: F401  (re-exported: lessons and exercise modules use these)
     BytesWithin,
     Case,
+    CompilesForGPU,
     Exercise,
     FunctionExercise,
     LaunchesTriton,
@@ -21,7 +22,9 @@ from .base import (  # noqa: F401  (re-exported: lessons and exercise modules us
     NoTorchCompute,
     Requirement,
     Timing,
+    UsesTensorCores,
     ValueExercise,
+    WritesEveryOutput,
     compare_tensors,
     compare_values,
     compiled,

@@ -86,6 +86,71 @@ class LaunchesTriton(Requirement):
 
 
 @dataclass(frozen=True)
+class CompilesForGPU(Requirement):
+    """Every kernel launched compiles, as launched, for an H100/H200: under the interpreter the grader
+    compiles each one for sm_90 (gpucompile.py), so a CPU pass means a GPU accepts the code too. Every
+    exercise that asks for a Triton launch gets this one (FunctionExercise adds it)."""
+
+    def describe(self) -> str:
+        return "compiles for an H100/H200 GPU (sm_90)"
+
+    def evaluate(self, counts, case):
+        refused = [c for c in counts.get("compiled") or () if not c["ok"]]
+        if refused:
+            return refused[0]["error"] + (f" ({len(refused) - 1} more kernel(s) refused)" if len(refused) > 1 else "")
+        return None
+
+
+@dataclass(frozen=True)
+class WritesEveryOutput(Requirement):
+    """Every element of the returned tensor was written by a Triton store during the call itself.
+    Work done anywhere else (PyTorch with the counters switched off, NumPy, another process, a thread,
+    an answer kept from an earlier call) would have to reach the result some other way; the store
+    addresses say it did not. Counted under the interpreter, where every store is seen; every function
+    exercise with LaunchesTriton gets it (FunctionExercise adds it)."""
+
+    modes: tuple[str, ...] = ("cpu",)
+
+    def describe(self) -> str:
+        return "every output element written by its kernel in the call"
+
+    def evaluate(self, counts, case):
+        missing = counts.get("output_unwritten")
+        if missing:
+            return (f"{missing:,} of the {counts['output_elements']:,} output elements were not written by a Triton "
+                    f"store in this call (case {case.label}): every element of the result must come from your "
+                    "kernel, not from PyTorch, NumPy, another process or an earlier call")
+        return None
+
+
+@dataclass(frozen=True)
+class UsesTensorCores(Requirement):
+    """Every launched kernel that multiplies bf16/fp16 tiles with tl.dot does it on Hopper's tensor cores:
+    its PTX holds `wgmma` (read from the kernel compiled for an H100/H200, or from the GPU's own). At
+    least one launched kernel must have such a tl.dot."""
+
+    def describe(self) -> str:
+        return "its bf16/fp16 tl.dot runs on tensor cores (wgmma)"
+
+    def evaluate(self, counts, case):
+        from ..gpucompile import LOW_PRECISION_DOTS
+        compiled = [c for c in counts.get("compiled") or () if c["ok"]]
+        low = [c for c in compiled if set(c["dots"]) & set(LOW_PRECISION_DOTS)]
+        if not low:
+            seen = sorted({d for c in compiled for d in c["dots"]})
+            return (f"no kernel multiplied bf16 or fp16 tiles with tl.dot in case {case.label}"
+                    + (f" (its tl.dot operands were {', '.join(seen)})" if seen else "")
+                    + ": tensor cores run bf16/fp16 matrix products; load the tiles in bf16 and tl.dot them")
+        slow = [c for c in low if not c["wgmma"]]
+        if slow:
+            c = slow[0]
+            return (f"kernel `{c['kernel']}`'s tl.dot did not become Hopper's wgmma (num_warps={c['num_warps']}; "
+                    f"{c['signature']}): wgmma needs a warpgroup, num_warps a multiple of 4, and tiles of at least "
+                    "64 rows (BLOCK_M ≥ 64); smaller tiles run on the older, slower mma instructions")
+        return None
+
+
+@dataclass(frozen=True)
 class MaxLaunches(Requirement):
     """At most `n` Triton launches per call (fusion means one)."""
 
@@ -257,6 +322,8 @@ class FunctionExercise:
     run: Callable | None = None
     # the inputs are read-only for the learner; set False where the exercise mutates them
     inputs_read_only: bool = True
+    # `run` starts distributed ranks (distributed.run_ranks): the child forks a clean zygote for them first
+    forks_ranks: bool = False
     timeout_s: float = 120.0
     hints: tuple[str, ...] = ()
     # "module:function" of the package's reference solution (tests and `gpuprinciples bench` use it)
@@ -264,6 +331,16 @@ class FunctionExercise:
     # what `compare` judges beyond correctness, in words, for the exercise table: (modes, words)
     judges: tuple[tuple[tuple[str, ...], str], ...] = ()
     kind: str = "function"
+
+    def __post_init__(self):
+        # One verdict everywhere: an exercise that asks for a Triton kernel also asks that a GPU accept it,
+        # and (where it returns the result itself) that the kernel wrote every element of that result
+        kinds = [type(r) for r in self.requirements]
+        if LaunchesTriton in kinds:
+            implied = [r for r in (CompilesForGPU(), WritesEveryOutput() if self.run is None else None)
+                       if r is not None and type(r) not in kinds]
+            at = kinds.index(LaunchesTriton) + 1
+            object.__setattr__(self, "requirements", (*self.requirements[:at], *implied, *self.requirements[at:]))
 
 
 @dataclass(frozen=True)
