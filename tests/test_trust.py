@@ -74,7 +74,7 @@ for _file in ("lazy_subclass", "torch_function_object", "reads_parent_memory", "
               "right_every_other_call", "detects_grader", "patches_clocks", "patches_cuda_event",
               "patches_grader_timing", "hides_tampering", "edits_recording", "forges_result_fd",
               "interpreter_instance_patch", "interpreter_class_patch", "numpy_no_launch", "c_entry_points",
-              "thread_compute", "thread_keeps_writing", "exit_fake_passed", "answer_through_input"):
+              "thread_compute", "thread_keeps_writing", "exit_fake_passed", "answer_through_input", "half_written"):
     _attack(_file, COS, f"{_file}.py", "cos_cos")
 _attack("seed_probe", COS, "seed_probe.py", "cos_cos", seed=SEED)
 for _file in ("softmax_numpy_touch", "softmax_modes_off", "softmax_half", "softmax_edits_recording"):
@@ -290,6 +290,13 @@ def test_pytorch_through_c_entry_points_and_no_grad_is_seen():
     report = result("c_entry_points")
     assert report.status == FAILED
     assert "pytorch operators did work" in reasons(report) and "cos" in reasons(report)
+
+
+@uses("half_written")
+def test_a_result_partly_written_outside_the_kernel_fails():
+    report = result("half_written")
+    assert report.status == FAILED
+    assert "output elements were not written by a triton store in this call" in reasons(report), report.reasons
 
 
 @uses("softmax_numpy_touch", "softmax_modes_off", "thread_compute")
