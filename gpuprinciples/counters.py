@@ -487,9 +487,14 @@ class _OpRecorder(TorchDispatchMode):
             return out
         stack = [self.rec]
         name = func.overloadpacket.__name__
+        namespace = getattr(func, "namespace", "aten")
+        if namespace not in ("aten", "prims"):
+            # a custom operator (torch.library): the operators inside it never reach this mode, so what it
+            # does is unseen; it counts as compute, named with its namespace (profiler markers do nothing)
+            name = f"{namespace}::{name}"
         inputs = list(tensors_in(args)) + list(tensors_in(kwargs))
         outputs = list(tensors_in(out))
-        is_free = name in FREE_OPS
+        is_free = name in FREE_OPS or namespace == "profiler"
         moved = 0 if is_free else sum(map(_nbytes, inputs)) + sum(map(_nbytes, outputs))
         if name in ("fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like",
                     "new_zeros", "new_ones", "new_full"):

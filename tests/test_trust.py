@@ -74,7 +74,8 @@ for _file in ("lazy_subclass", "torch_function_object", "reads_parent_memory", "
               "right_every_other_call", "detects_grader", "patches_clocks", "patches_cuda_event",
               "patches_grader_timing", "hides_tampering", "edits_recording", "forges_result_fd",
               "interpreter_instance_patch", "interpreter_class_patch", "numpy_no_launch", "c_entry_points",
-              "thread_compute", "thread_keeps_writing", "exit_fake_passed", "answer_through_input", "half_written"):
+              "thread_compute", "thread_keeps_writing", "exit_fake_passed", "answer_through_input", "half_written",
+              "custom_op"):
     _attack(_file, COS, f"{_file}.py", "cos_cos")
 _attack("seed_probe", COS, "seed_probe.py", "cos_cos", seed=SEED)
 for _file in ("softmax_numpy_touch", "softmax_modes_off", "softmax_half", "softmax_edits_recording"):
@@ -297,6 +298,13 @@ def test_a_result_partly_written_outside_the_kernel_fails():
     report = result("half_written")
     assert report.status == FAILED
     assert "output elements were not written by a triton store in this call" in reasons(report), report.reasons
+
+
+@uses("custom_op")
+def test_pytorch_work_hidden_in_a_custom_operator_is_counted():
+    report = result("custom_op")
+    assert report.status == FAILED
+    assert "learner::hidden_cos_cos" in reasons(report), report.reasons
 
 
 @uses("softmax_numpy_touch", "softmax_modes_off", "thread_compute")
