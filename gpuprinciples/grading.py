@@ -28,7 +28,7 @@ import torch
 
 from . import judge, runtime
 from .channel import CaseResult, LoadError, Ready, TimingResult
-from .exercises import FunctionExercise, ValueExercise, compare_tensors, compare_values
+from .exercises import FunctionExercise, LaunchesTriton, ValueExercise, compare_tensors, compare_values
 from .exercises import get as get_exercise
 from .report import ERROR, FAILED, NOT_ATTEMPTED, PASSED, CheckLine, Report
 from .sandbox import Sandbox
@@ -178,7 +178,9 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         shown = judge.evidence_case(verdicts, requirements)
         if shown is not None:
             report.measurements["counts"] = {"case": shown.case.label, **shown.counts}
-            if runtime.INTERPRETER and exercise.run is None:  # a custom run counts a whole program, not a kernel
+            # bytes and their projection for a kernel: not for a custom run (a whole program) nor plain Python
+            if runtime.INTERPRETER and exercise.run is None and any(
+                    isinstance(r, LaunchesTriton) for r in exercise.requirements):
                 from . import hardware
                 report.measurements.update(judge.byte_summary(exercise, shown.case, shown.counts, {
                     key: hardware.SPECS[key].bandwidth for key in ("A100", "H100", "H200") if key in hardware.SPECS}))
