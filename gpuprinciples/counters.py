@@ -6,12 +6,18 @@
 
 What is counted, and where:
 
-* Triton launches: every kernel launch, on a GPU and under the interpreter.
+* Triton launches: every kernel launch, on a GPU and under the interpreter, by every path a launch
+  takes (`kernel[grid](...)`, autotune and heuristics wrappers, the handle `kernel.warmup(...)`
+  returns); an autotuner's benchmark runs are not the learner's launches and are not counted.
+* What each launched kernel compiles to (gpucompile.py): under the interpreter every kernel launched
+  while recording is compiled for an H100/H200 with that launch's signature; on a GPU the kernel that
+  really compiled is read. One entry per distinct kernel and signature, in `compiled`.
 * Triton bytes: under the interpreter only, every lane of every load and store that its mask
   leaves on, times the element size. Masked-off lanes are not counted: they move no memory.
   Re-reading the same element counts again: a cache may soften that on a GPU, but the first-
   principles budget is "read each input once, write each output once".
-* PyTorch operators called by the code (outside Triton launches), through a dispatch mode:
+* PyTorch operators called by the code (the interpreter's own copies of a launch's arguments are
+  not; the learner's grid callable and pre-run hooks are), through a dispatch mode:
   allocations and views are free; copies and fills are data movement (their bytes are counted);
   everything else is compute that a kernel exercise must not hand to PyTorch.
 * FLOPs of matrix operators by dtype (for "are the matmuls in bf16?"), and the largest tensor
@@ -32,7 +38,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import runtime
+from . import gpucompile, runtime
 
 # ---------------------------------------------------------------------------------------------
 # PyTorch operators: which are free, which move data, the rest compute
@@ -130,6 +136,8 @@ class Recording:
     # operators that ran on another one (work a timing window on that stream does not see)
     stream: int | None = None
     other_stream_work: Counter = field(default_factory=Counter)
+    # what each distinct kernel and signature launched compiled to: CompiledInfo.as_dict() by its key
+    compiled: dict[str, dict] = field(default_factory=dict)
 
     @property
     def triton_launches(self) -> int:
@@ -161,6 +169,7 @@ class Recording:
             "input_loads_changed": self.input_loads_changed if self.input_loads_checked else None,
             "cached_reread_bytes": self.cached_reread_bytes,
             "other_stream_work": dict(self.other_stream_work),
+            "compiled": list(self.compiled.values()),
         }
 
     def summary(self) -> str:
@@ -181,7 +190,10 @@ _cuda_current_stream, _cuda_initialized = torch.cuda.current_stream, torch.cuda.
 def _active() -> list[Recording]:
     if not hasattr(_state, "stack"):
         _state.stack = []
-        _state.in_triton = 0
+        _state.in_triton = 0  # inside Triton's own machinery: its PyTorch operators are not the learner's
+        _state.benchmarking = 0  # inside an autotuner's benchmark: its launches are not the learner's
+        _state.launching = None  # the InterpretedFunction whose launch is starting
+        _state.pending = None  # (compiled kernel, grid) about to be launched on a GPU
     return _state.stack
 
 
@@ -266,10 +278,55 @@ def _note_other_stream(rec: "Recording", name: str) -> None:
         rec.other_stream_work[name] += 1
 
 
-def _note_launch(name: str, grid) -> None:
+def _grid_tuple(grid) -> tuple:
+    return tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+
+
+def _note_launch(name: str, grid) -> list[KernelLaunch]:
+    made = []
     for rec in _active():
-        rec.launches.append(KernelLaunch(name, tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)))
+        made.append(KernelLaunch(name, _grid_tuple(grid)))
+        rec.launches.append(made[-1])
         _note_other_stream(rec, name)
+    return made
+
+
+def _note_compiled(info: "gpucompile.CompiledInfo") -> None:
+    plain = info.as_dict()
+    for rec in _active():
+        rec.compiled.setdefault(info.key or repr(sorted(plain.items())), plain)
+
+
+def _as_learner_code(fn, on_result=None):
+    """`fn` (a grid callable, a pre-run hook) is the learner's code even when Triton calls it during a
+    launch: what it does with PyTorch counts."""
+    if not callable(fn):
+        return fn
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        depth, _state.in_triton = _state.in_triton, 0
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            _state.in_triton = depth
+        if on_result is not None:
+            on_result(result)
+        return result
+
+    return call
+
+
+@contextmanager
+def _autotuner_benchmark():
+    _active()
+    _state.benchmarking += 1
+    _state.in_triton += 1
+    try:
+        yield
+    finally:
+        _state.benchmarking -= 1
+        _state.in_triton -= 1
 
 
 def _install_interpreter_hooks() -> None:
@@ -282,6 +339,18 @@ def _install_interpreter_hooks() -> None:
             wrapped._gp_counted = True
             setattr(builder_cls, name, wrapped)
 
+    run = interp.InterpretedFunction.run
+    if not getattr(run, "_gp_counted", False):
+        @functools.wraps(run)
+        def run_noting_kernel(self, *args, grid, warmup, **kwargs):
+            if not warmup:
+                _active()
+                _state.launching = self  # the launch below compiles with this kernel's @triton.jit options
+            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+        run_noting_kernel._gp_counted = True
+        interp.InterpretedFunction.run = run_noting_kernel
+
     grid_call = interp.GridExecutor.__call__
     if getattr(grid_call, "_gp_counted", False):
         return
@@ -289,9 +358,20 @@ def _install_interpreter_hooks() -> None:
     @functools.wraps(grid_call)
     def launch(self, *args, **kwargs):
         _active()
-        if _state.stack:
-            grid = self.grid if not callable(self.grid) else "dynamic"
-            _note_launch(getattr(self.fn, "__name__", "kernel"), grid)
+        kernel, _state.launching = _state.launching, None
+        if _state.stack and not _state.benchmarking:
+            if kernel is None or kernel.rewritten_fn.get(kernel.fn) is not self.fn:
+                kernel = _original_function(interp, self.fn)  # launched without InterpretedFunction.run
+            name = getattr(self.fn, "__name__", "kernel")
+            made = _note_launch(name, "dynamic" if callable(self.grid) else self.grid)
+            _note_compiled(gpucompile.compile_launch(kernel, args, kwargs))
+
+            def note_grid(grid):
+                for launch_record in made:
+                    launch_record.grid = _grid_tuple(grid)
+
+            self.grid = _as_learner_code(self.grid, on_result=note_grid)
+            self.pre_run_hooks = [_as_learner_code(hook) for hook in self.pre_run_hooks]
         _state.in_triton += 1  # the interpreter copies tensors with PyTorch ops: not the learner's
         try:
             return grid_call(self, *args, **kwargs)
@@ -302,21 +382,35 @@ def _install_interpreter_hooks() -> None:
     interp.GridExecutor.__call__ = launch
 
 
+def _original_function(interp, rewritten):
+    """The learner's Python function behind the interpreter's rewritten copy of it."""
+    return next((fn for fn, copy in interp.InterpretedFunction.rewritten_fn.items() if copy is rewritten), rewritten)
+
+
 def _install_gpu_hooks() -> None:
-    from triton.runtime.jit import JITFunction
+    runtime.before_compiled_launch(_note_pending_launch)
+    runtime.add_launch_enter_hook(_on_gpu_launch)
 
-    run = JITFunction.run
-    if getattr(run, "_gp_counted", False):
-        return
 
-    @functools.wraps(run)
-    def launch(self, *args, grid, warmup, **kwargs):
-        if not warmup and _active():
-            _note_launch(getattr(self.fn, "__name__", "kernel"), grid if not callable(grid) else "dynamic")
-        return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+def _note_pending_launch(kernel, grid) -> None:
+    _active()
+    _state.pending = (kernel, grid)
 
-    launch._gp_counted = True
-    JITFunction.run = launch
+
+def _on_gpu_launch(metadata) -> None:
+    """Triton's launch enter hook: a compiled kernel is being launched, by whatever path."""
+    try:
+        stack = _active()
+        pending, _state.pending = _state.pending, None
+        if not stack or _state.benchmarking:
+            return
+        name = runtime.launched_kernel_name(metadata)
+        kernel, grid = pending if pending is not None and pending[0].name == (name or pending[0].name) else (None, "?")
+        _note_launch(name or getattr(kernel, "name", "kernel"), grid)
+        if kernel is not None:
+            _note_compiled(gpucompile.from_compiled(kernel))
+    except Exception:  # noqa: BLE001 - a hook that raises would fail the learner's launch
+        pass
 
 
 def install() -> None:
@@ -326,6 +420,7 @@ def install() -> None:
         _install_interpreter_hooks()
     else:
         _install_gpu_hooks()
+    runtime.around_autotuner_benchmarks(_autotuner_benchmark)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pkgutil
 from .base import (  # noqa: F401  (re-exported: lessons and exercise modules use these)
     BytesWithin,
     Case,
+    CompilesForGPU,
     Exercise,
     FunctionExercise,
     LaunchesTriton,
@@ -21,6 +22,7 @@ from .base import (  # noqa: F401  (re-exported: lessons and exercise modules us
     NoTorchCompute,
     Requirement,
     Timing,
+    UsesTensorCores,
     ValueExercise,
     compare_tensors,
     compare_values,

@@ -86,6 +86,49 @@ class LaunchesTriton(Requirement):
 
 
 @dataclass(frozen=True)
+class CompilesForGPU(Requirement):
+    """Every kernel launched compiles, as launched, for an H100/H200: under the interpreter the grader
+    compiles each one for sm_90 (gpucompile.py), so a CPU pass means a GPU accepts the code too. Every
+    exercise that asks for a Triton launch gets this one (FunctionExercise adds it)."""
+
+    def describe(self) -> str:
+        return "compiles for an H100/H200 GPU (sm_90)"
+
+    def evaluate(self, counts, case):
+        refused = [c for c in counts.get("compiled") or () if not c["ok"]]
+        if refused:
+            return refused[0]["error"] + (f" ({len(refused) - 1} more kernel(s) refused)" if len(refused) > 1 else "")
+        return None
+
+
+@dataclass(frozen=True)
+class UsesTensorCores(Requirement):
+    """Every launched kernel that multiplies bf16/fp16 tiles with tl.dot does it on Hopper's tensor cores:
+    its PTX holds `wgmma` (read from the kernel compiled for an H100/H200, or from the GPU's own). At
+    least one launched kernel must have such a tl.dot."""
+
+    def describe(self) -> str:
+        return "its bf16/fp16 tl.dot runs on tensor cores (wgmma)"
+
+    def evaluate(self, counts, case):
+        from ..gpucompile import LOW_PRECISION_DOTS
+        compiled = [c for c in counts.get("compiled") or () if c["ok"]]
+        low = [c for c in compiled if set(c["dots"]) & set(LOW_PRECISION_DOTS)]
+        if not low:
+            seen = sorted({d for c in compiled for d in c["dots"]})
+            return (f"no kernel multiplied bf16 or fp16 tiles with tl.dot in case {case.label}"
+                    + (f" (its tl.dot operands were {', '.join(seen)})" if seen else "")
+                    + ": tensor cores run bf16/fp16 matrix products; load the tiles in bf16 and tl.dot them")
+        slow = [c for c in low if not c["wgmma"]]
+        if slow:
+            c = slow[0]
+            return (f"kernel `{c['kernel']}`'s tl.dot did not become Hopper's wgmma (num_warps={c['num_warps']}; "
+                    f"{c['signature']}): wgmma needs a warpgroup, num_warps a multiple of 4, and tiles of at least "
+                    "64 rows (BLOCK_M ≥ 64); smaller tiles run on the older, slower mma instructions")
+        return None
+
+
+@dataclass(frozen=True)
 class MaxLaunches(Requirement):
     """At most `n` Triton launches per call (fusion means one)."""
 
@@ -257,6 +300,14 @@ class FunctionExercise:
     # what `compare` judges beyond correctness, in words, for the exercise table: (modes, words)
     judges: tuple[tuple[tuple[str, ...], str], ...] = ()
     kind: str = "function"
+
+    def __post_init__(self):
+        # One verdict everywhere: an exercise that asks for a Triton kernel also asks that a GPU accept it
+        kinds = [type(r) for r in self.requirements]
+        if LaunchesTriton in kinds and CompilesForGPU not in kinds:
+            at = kinds.index(LaunchesTriton) + 1
+            object.__setattr__(self, "requirements", (*self.requirements[:at], CompilesForGPU(),
+                                                      *self.requirements[at:]))
 
 
 @dataclass(frozen=True)
