@@ -93,7 +93,7 @@ def test_rows_not_16_byte_aligned_take_the_pointer_path():
 
 
 def test_fewer_programs_than_tiles_walk_all_tiles():
-    """The persistent form: 3 programs for 4 × 3 tiles of 32 × 32."""
+    """The persistent form: 3 programs for 4 × 3 tiles of 32 × 32."""  # (small tiles: the interpreter runs it)
     gen = torch.Generator().manual_seed(0)
     a, b = torch.randn(100, 64, generator=gen), torch.randn(64, 92, generator=gen)
     c = torch.empty(100, 92)
@@ -169,9 +169,10 @@ def _traced(fn, case):
 def test_stored_tiles_imply_the_strips_the_reference_loads():
     case = _case(70, 76, 100)
     out, loads = _traced(mm.matmul, case)
-    tiles_m, tiles_n = triton.cdiv(70, 32), triton.cdiv(76, 32)
-    assert loads["tiles"] == [[32, 32, tiles_m * tiles_n]]
-    assert loads["implied"] == tiles_m * tiles_n * (32 + 32) * 100 * 4
+    bm, bn = mm.CPU_CONFIG.BM, mm.CPU_CONFIG.BN
+    tiles_m, tiles_n = triton.cdiv(70, bm), triton.cdiv(76, bn)
+    assert loads["tiles"] == [[bm, bn, tiles_m * tiles_n]]
+    assert loads["implied"] == tiles_m * tiles_n * (bm + bn) * 100 * 4
     assert loads["loaded"] <= loads["implied"]  # masked tails load less than whole strips
     assert loads["a_read"] == 70 * 100 and loads["b_read"] == 100 * 76
     assert _judge(out, case, loads) == []
@@ -207,3 +208,30 @@ def test_cliff_prediction_graded_against_the_answer():
     assert grade("hierarchy.l2_cliff", want).status == PASSED
     assert grade("hierarchy.l2_cliff", 8 if want != 8 else 24).status == FAILED
     assert grade("hierarchy.l2_cliff", None).status == NOT_ATTEMPTED
+
+
+# --- the memory-hierarchy kernels (their timing needs a GPU; what they compute does not) -----------------
+
+
+def test_read_kernel_reads_every_pass():
+    from gpuprinciples.kernels import bandwidth
+
+    x = torch.rand(4 * 2 * 64)
+    rotating = bandwidth.read_once(x, programs=4, passes=3, step=1, block=64)  # every chunk, three times over
+    assert torch.allclose(rotating.view(4, 64).sum(0), 3 * x.view(-1, 64).sum(0), rtol=1e-5)
+    own = bandwidth.read_once(x, programs=4, passes=2, step=0, block=64)  # each program its own chunk, twice
+    assert torch.allclose(own.view(4, 64), 2 * x.view(4, 2, 64).sum(1), rtol=1e-5)
+
+
+def test_pointer_chase_follows_one_cycle_through_every_entry():
+    from gpuprinciples.kernels import bandwidth
+
+    nxt = bandwidth.random_cycle(500, "cpu")
+    seen, i = set(), 0
+    for _ in range(500):
+        seen.add(i)
+        i = int(nxt[i])
+    assert len(seen) == 500 and i == 0
+    out = torch.empty(1, dtype=torch.int32)
+    bandwidth.chase_kernel[(1,)](nxt, out, 499, CACHE=".cg")
+    assert int(out) == 0  # 1 + 499 steps from index 0: once round the cycle

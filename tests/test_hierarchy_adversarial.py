@@ -21,7 +21,7 @@ SEED = 11  # fixed, so a failure here can be reproduced; the grader draws fresh 
 EXPECTED = {
     "calls_mm.py": ["pytorch operators did work", "mm ×1"],
     "wrong_tail.py": ["values wrong (case"],
-    "no_tensor_cores.py": ["no wgmma", "tensor cores", "tl.dot"],
+    "no_tensor_cores.py": ["no kernel multiplied bf16 or fp16 tiles with tl.dot", "tensor cores"],
 }
 if runtime.INTERPRETER:  # loads are traced under the interpreter only
     EXPECTED["reloads.py"] = ["what its tiles imply", "at most 1.25× allowed"]

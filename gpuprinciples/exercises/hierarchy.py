@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -44,8 +45,8 @@ from .base import (
     LaunchesTriton,
     MaxLaunches,
     NoTorchCompute,
-    Requirement,
     Timing,
+    UsesTensorCores,
     ValueExercise,
     _fmt_bytes,
 )
@@ -368,32 +369,22 @@ def _compare_matmul(got, want, case: Case) -> list[str]:
     return reasons
 
 
-class DotOnTensorCores(Requirement):
-    """Where the inputs are bf16: the launch, compiled for sm_90, issues `wgmma` (Hopper's Tensor Core MMA).
-
-    Reads `counts["compiled"]`, one dict per launch with a `wgmma` field, from gpuprinciples' compile-for-sm_90
-    step (gpucompile). Without that evidence it fails: a requirement never passes unjudged."""
+@dataclass(frozen=True)
+class BF16DotOnTensorCores(UsesTensorCores):
+    """UsesTensorCores, judged where the inputs are bf16: every case on a GPU, the bf16 case under the
+    interpreter (its float32 cases compile to an fp32 tl.dot, which is not the question). Without the
+    compiled evidence it fails: a requirement never passes unjudged."""
 
     def describe(self) -> str:
-        return "its bf16 product compiles to wgmma for sm_90 (Hopper's Tensor Cores)"
+        return "its bf16 tl.dot compiles to wgmma for sm_90 (Hopper's Tensor Cores)"
 
     def evaluate(self, counts, case):
         if case.args[0].dtype != torch.bfloat16:
-            return None  # float32 cases under the interpreter: the bf16 case is the one compiled
-        compiled = counts.get("compiled")
-        if compiled is None:
-            return (f"no compiled kernel was recorded for case {case.label}: this gpuprinciples cannot compile "
-                    "launches for sm_90, so whether the product runs on Tensor Cores is not known")
-        failed = [c for c in compiled if not c.get("ok")]
-        if failed:
-            return (f"the kernel {failed[0].get('kernel', '?')} does not compile for sm_90 (case {case.label}): "
-                    f"{failed[0].get('error', '')}")
-        if not any(c.get("wgmma") for c in compiled):
-            names = ", ".join(sorted({str(c.get("kernel", "?")) for c in compiled})) or "?"
-            return (f"no wgmma in {names} compiled for sm_90 (case {case.label}): the product does not run on "
-                    "Hopper's Tensor Cores. Multiply the tiles with tl.dot (bf16 in, fp32 accumulator), not with "
-                    "elementwise products and tl.sum")
-        return None
+            return None
+        if counts.get("compiled") is None:
+            return (f"no compiled kernel was recorded for case {case.label}: whether the product runs on "
+                    "Tensor Cores is not known")
+        return super().evaluate(counts, case)
 
 
 def _timing_inputs(gen, device):
@@ -416,7 +407,7 @@ MATMUL = FunctionExercise(
     reference=_matmul_reference,
     run=_matmul_run,
     compare=_compare_matmul,
-    requirements=(LaunchesTriton(), MaxLaunches(1), NoTorchCompute(), DotOnTensorCores()),
+    requirements=(LaunchesTriton(), MaxLaunches(1), NoTorchCompute(), BF16DotOnTensorCores()),
     timing=Timing(
         inputs=_timing_inputs,
         baselines={"torch.mm": _cublas},

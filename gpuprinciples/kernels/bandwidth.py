@@ -55,7 +55,7 @@ def _sms(device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def working_set_bandwidth(nbytes: int, *, level: str = "l2", programs_per_sm: int = 4, block: int = 4096,
+def working_set_bandwidth(nbytes: int, *, level: str = "l2", programs_per_sm: int = 4, block: int | None = None,
                           num_warps: int = 4, min_bytes_read: float = 2e9, budget_s: float = 0.3,
                           device="cuda") -> dict:
     """Read bandwidth (bytes/s) when the GPU reads a buffer of `nbytes` over and over.
@@ -63,10 +63,16 @@ def working_set_bandwidth(nbytes: int, *, level: str = "l2", programs_per_sm: in
     level "l2": rotate the chunks between programs and cache in L2 only (the L2 / HBM cliff);
     level "l1": every program re-reads its own chunk, cached in L1 (the L1 / L2 cliff, per SM).
     Passes are chosen so that each launch reads at least `min_bytes_read`: the first pass, which comes from
-    HBM whatever the size, is then a small part of it."""
+    HBM whatever the size, is then a small part of it. The buffer is rounded down to whole blocks per program
+    (the size used is returned): `block` defaults to 4096 floats ("l2") or 512 ("l1"), halved (down to 128)
+    until every program has at least 8 blocks, so that the rounding costs at most an eighth."""
     from .. import timing
 
     programs = _sms(device) * programs_per_sm
+    if block is None:
+        block = 4096 if level == "l2" else 512
+        while block > 128 and programs * block * 4 * 8 > nbytes:
+            block //= 2
     unit = programs * block * 4
     nbytes = max(unit, nbytes // unit * unit)  # whole blocks per program
     passes = max(2, int(-(-min_bytes_read // nbytes)))

@@ -95,7 +95,9 @@ class Config:
 # tools/tune_matmul.py measures the alternatives on an H200.
 GPU_CONFIG = Config()
 SMALL_GPU_CONFIG = Config(BM=64, BN=64, BK=64, GROUP_M=8, num_warps=4, num_stages=3)  # small problems
-CPU_CONFIG = Config(BM=32, BN=32, BK=32, GROUP_M=4, num_warps=4, num_stages=1)  # the interpreter: small tiles
+# the interpreter: tiles as small as still run on Tensor Cores once compiled for sm_90 (wgmma needs 64 rows and
+# a warpgroup; 32×32 tiles compile to the older mma), few enough programs for NumPy
+CPU_CONFIG = Config(BM=64, BN=64, BK=32, GROUP_M=4, num_warps=4, num_stages=3)
 
 
 def default_config(M: int, N: int, K: int, device_type: str) -> Config:
