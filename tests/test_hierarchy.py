@@ -163,7 +163,7 @@ def _traced(fn, case):
     a, b = case.args
     with counters.record(trace=True) as rec:
         out = fn(a, b)
-    return out, hierarchy._strip_bytes(rec, out, a, b)
+    return out, hierarchy.strip_bytes(rec, out, a, b)
 
 
 def test_stored_tiles_imply_the_strips_the_reference_loads():

@@ -258,7 +258,7 @@ def _matmul_reference(a, b):
     return a.double() @ b.double()
 
 
-def _strip_bytes(rec: counters.Recording, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> dict:
+def strip_bytes(rec: counters.Recording, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> dict:
     """From a traced run: the tiles stored into `out`, the A and B strips they imply, and what was loaded."""
     start = out.data_ptr()
     end = start + out.numel() * out.element_size()
@@ -296,7 +296,7 @@ def _matmul_run(fn, args, kwargs):
         return {"out": out, "device": getattr(getattr(out, "device", None), "type", None), "loads": None}
     with counters.record(trace=True) as rec:
         out = fn(a, b)
-    loads = _strip_bytes(rec, out, a, b) if type(out) is torch.Tensor and out.ndim == 2 else None
+    loads = strip_bytes(rec, out, a, b) if type(out) is torch.Tensor and out.ndim == 2 else None
     del rec
     return {"out": out, "device": getattr(getattr(out, "device", None), "type", None), "loads": loads}
 
