@@ -180,6 +180,9 @@ def test_stored_tiles_imply_the_strips_the_reference_loads():
     assert "what its tiles imply" in _judge(out, case, twice)[0]
     assert "every element of a and b" in _judge(out, case, dict(loads, a_read=10))[0].lower()
     assert "no triton store" in _judge(out, case, dict(loads, tiles=[]))[0].lower()
+    assert loads["stored"] == 70 * 76 * 4
+    stored_twice = dict(loads, stored=2 * loads["stored"], implied=2 * loads["implied"])  # the strips of 2 stores
+    assert "written once" in _judge(out, case, stored_twice)[0]
 
 
 # --- grading the package's solution ----------------------------------------------------------------
