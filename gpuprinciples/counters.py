@@ -359,12 +359,14 @@ def _install_interpreter_hooks() -> None:
     def launch(self, *args, **kwargs):
         _active()
         kernel, _state.launching = _state.launching, None
+        if kernel is None or kernel.rewritten_fn.get(kernel.fn) is not self.fn:
+            kernel = _original_function(interp, self.fn)  # launched without InterpretedFunction.run
+        compiled = None
         if _state.stack and not _state.benchmarking:
-            if kernel is None or kernel.rewritten_fn.get(kernel.fn) is not self.fn:
-                kernel = _original_function(interp, self.fn)  # launched without InterpretedFunction.run
             name = getattr(self.fn, "__name__", "kernel")
             made = _note_launch(name, "dynamic" if callable(self.grid) else self.grid)
-            _note_compiled(gpucompile.compile_launch(kernel, args, kwargs))
+            compiled = gpucompile.compile_launch(kernel, args, kwargs)
+            _note_compiled(compiled)
 
             def note_grid(grid):
                 for launch_record in made:
@@ -375,6 +377,13 @@ def _install_interpreter_hooks() -> None:
         _state.in_triton += 1  # the interpreter copies tensors with PyTorch ops: not the learner's
         try:
             return grid_call(self, *args, **kwargs)
+        except Exception as exc:
+            # a GPU refuses the kernel before it runs: its sentence, not the interpreter's (compiled now
+            # if it was not: a failing launch outside a recording, such as the grader's warm-up call)
+            compiled = compiled or gpucompile.compile_launch(kernel, args, kwargs)
+            if not compiled.ok:
+                raise gpucompile.GPUCompileError(compiled.error) from exc
+            raise
         finally:
             _state.in_triton -= 1
 

@@ -115,7 +115,9 @@ def from_compiled(compiled) -> CompiledInfo:
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-    info = _evidence(compiled.name, compiled, _target_name(compiled.metadata.target), signature="", key=compiled.hash)
+    src = compiled.src
+    signature = _describe_signature(getattr(src, "signature", {}), getattr(src, "constants", {}))
+    info = _evidence(compiled.name, compiled, _target_name(compiled.metadata.target), signature, compiled.hash[:16])
     with _cache_lock:
         _cache[key] = info
     return info
@@ -249,10 +251,19 @@ _HINTS = (
                f"or pass {m[1]} to the kernel as an argument"),
     (r"Unsupported function referenced: <function (\w+)",
      lambda m: f"a kernel can call only @triton.jit functions and Triton's own: decorate `{m[1]}` with @triton.jit"),
+    (r"^\(((?:triton\.language\.\w+(?:, )?)+)\)$",  # a libdevice function's table has no such entry
+     lambda m: "libdevice has no version of this function for arguments of types " + ", ".join(_short_dtypes(m[1]))
+               + ": give all its arguments one float type (a Python literal such as 2.0 is fp32; convert with "
+               "`.to(...)`)"),
     (r"Keyword argument (\w+) was specified but unrecognised",
      lambda m: f"the kernel has no parameter `{m[1]}` (the interpreter ignores an unknown keyword; a GPU refuses "
                "it)"),
 )
+
+
+def _short_dtypes(text: str) -> list[str]:
+    names = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+    return [names.get(n, n) for n in re.findall(r"triton\.language\.(\w+)", text)]
 
 
 def _refusal_sentence(name: str, exc: BaseException, launching: bool = False) -> str:

@@ -526,15 +526,35 @@ def _libdevice_math():
         "pow": np.power, "powi": np.power, "atan2": np.arctan2, "fmod": np.fmod, "hypot": np.hypot,
         "remainder": lambda x, y: x - np.rint(x / y) * y, "fmin": np.fmin, "fmax": np.fmax,
         "copysign": np.copysign, "fdim": lambda x, y: np.maximum(x - y, 0), "nextafter": np.nextafter,
-        "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-        "fma": lambda x, y, z: x * y + z,
+        "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "fdivide": np.divide,
+        "fma": lambda x, y, z: x * y + z, "ldexp": lambda x, e: x * np.exp2(e), "scalbn": lambda x, e: x * np.exp2(e),
+        "logb": lambda x: np.floor(np.log2(np.abs(x))), "rcbrt": lambda x: 1 / np.cbrt(x),
+        "rhypot": lambda x, y: 1 / np.hypot(x, y), "norm3d": lambda *a: np.sqrt(sum(v * v for v in a)),
+        "norm4d": lambda *a: np.sqrt(sum(v * v for v in a)), "rnorm3d": lambda *a: 1 / np.sqrt(sum(v * v for v in a)),
+        "rnorm4d": lambda *a: 1 / np.sqrt(sum(v * v for v in a)), "tgamma": np.frompyfunc(_gamma, 1, 1),
+        "cyl_bessel_i0": with_torch(torch.special.i0), "cyl_bessel_i1": with_torch(torch.special.i1),
+        "int_as_float": lambda x: np.asarray(x).astype(np.int32).view(np.float32),
+        "uint_as_float": lambda x: np.asarray(x).astype(np.uint32).view(np.float32),
+        "longlong_as_double": lambda x: np.asarray(x).astype(np.int64).view(np.float64),
     }
+
+
+def _gamma(x: float) -> float:
+    import math
+    try:
+        return math.gamma(x)
+    except (OverflowError, ValueError):  # a pole or beyond float64: what the GPU returns there
+        return math.inf if x > 0 or x == int(x) else math.nan
 
 
 def _libdevice_function(symbol: str, table: dict):
     """`__nv_tanhf` -> tanh, `__nv_fast_expf` -> exp, `__nv_fadd_rn` -> add, `__nv_isnand` -> isnan."""
     import re
+
+    import numpy as np
     name = re.sub(r"_r[nzud]$", "", symbol.removeprefix("__nv_").removeprefix("fast_"))
+    if re.fullmatch(r"u?(int|ll|double)2(float|double)", name):  # conversions: the caller casts
+        return lambda x: np.asarray(x)
     for candidate in (name, name[:-1] if name[-1:] in "fd" else None, name[1:] if name[:1] in "fd" else None):
         if candidate and candidate in table:
             return table[candidate]
@@ -583,6 +603,28 @@ def _libdevice_in_interpreter(interp) -> None:
         return scope
 
     interp._patch_lang = patched
+
+
+def _bf16_dots(interp) -> None:
+    """The interpreter keeps bf16 values as their 16 bits (uint16) and multiplied those bits in tl.dot
+    (3.6 and 3.9): a bf16 tile product came out as garbage. Widen bf16 operands to float32 first, as
+    tensor cores do (exactly: every bf16 value is a float32)."""
+    import numpy as np
+    original = interp.InterpreterBuilder.create_dot
+    if getattr(original, "_gp_bf16", False):
+        return
+
+    def widen(handle):
+        if handle.dtype != tl.bfloat16:
+            return handle
+        return interp.TensorHandle((handle.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+
+    @functools.wraps(original)
+    def create_dot(self, a, b, d, *args, **kwargs):
+        return original(self, widen(a), widen(b), d, *args, **kwargs)
+
+    create_dot._gp_bf16 = True
+    interp.InterpreterBuilder.create_dot = create_dot
 
 
 class InterpretedKernelHandle:
@@ -704,6 +746,7 @@ def install_interpreter_shims() -> None:
     _stand_in_driver()
     _float_scalars_as_fp32(interp)
     _libdevice_in_interpreter(interp)
+    _bf16_dots(interp)
     _warmup_handles(interp)
     _autotune_by_compiling()
     _name_interpreter_limits(interp)
