@@ -18,7 +18,7 @@ fp32 accumulator that stays in registers; then it stores the tile once, in C's d
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -140,10 +140,6 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: Config | None = None) -> to
 def with_config(**changes) -> Config:
     """GPU_CONFIG with some fields changed (tools/tune_matmul.py, the lesson's experiments)."""
     return replace(GPU_CONFIG, **changes)
-
-
-def config_dict(cfg: Config) -> dict:
-    return asdict(cfg)
 
 
 def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
