@@ -13,8 +13,10 @@ came from our own `dist.all_reduce`, from DDP's C++ reducer, from FSDP2 or from 
 Processes are never left behind: `launch` kills the launcher and every rank it started when the
 script fails, hangs past its timeout, or the notebook is interrupted.
 
-The grader uses `run_ranks()` instead: it forks N gloo ranks from its own child process (no new
-`import torch` per rank), which is cheaper than torchrun and runs the same torch.distributed.
+The grader uses `run_ranks()` instead: it starts N gloo ranks from its own child process, cheaper
+than torchrun, on the same torch.distributed. Given `per_rank` data, each rank is forked from a fresh
+server process (multiprocessing's forkserver) and receives only its own share: nothing of the other
+ranks' data, or of the caller's memory, is in a rank for the learner's code to find.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import datetime
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,9 @@ from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import sandbox
+from .sandbox import descendants  # noqa: F401  (lesson 09 lists what a run left behind)
 
 RESULTS_ENV = "GPUPRINCIPLES_RESULTS"
 BACKEND_ENV = "GPUPRINCIPLES_BACKEND"
@@ -144,26 +148,6 @@ def _tail(path: str, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children, grandchildren, …), read from /proc (Linux)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
 def is_rank_or_launcher(pid: int) -> bool:
     """True for a torchrun launcher, a rank it started, or a grading rank (reads /proc/PID/cmdline)."""
     try:
@@ -184,24 +168,10 @@ def _environ(pid: int) -> str:
 
 def kill_tree(proc: subprocess.Popen, grace: float = 3.0) -> None:
     """Stop the launcher and every rank. torchrun starts each rank in a session of its own, so
-    killing the launcher's process group alone would orphan them: list the tree first."""
-    tree = descendants(proc.pid)
+    killing the launcher's process group alone would orphan them: the whole tree goes (sandbox.py),
+    after `grace` seconds to exit on SIGTERM (which torchrun forwards to its ranks)."""
     if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # torchrun forwards SIGTERM to its ranks
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-    for pid in [proc.pid, *tree]:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    if proc.poll() is None:
+        sandbox.kill_tree(proc.pid, term_grace=grace)
         proc.wait()
 
 
@@ -238,9 +208,25 @@ def save(result) -> None:
 
 
 def finish() -> None:
+    """The last line of a rank's script: wait for every rank, leave the process group, and end this
+    process (exit code 0) when torchrun started it.
+
+    Why end it here, and not let Python shut down: once a DeviceMesh, DTensor or a functional collective
+    was used, `destroy_process_group()` leaves gloo's worker threads running (torch still holds the backend
+    from C++). A worker that drops the last reference to a collective's tensor needs the GIL; if the
+    interpreter is shutting down at that moment, the thread is unwound where it may not be and the rank
+    aborts ("terminate called without an active exception", SIGABRT). The barrier lets every rank's
+    collectives complete; `os._exit` then ends the process with no interpreter shutdown for a thread to meet.
+    """
     import torch.distributed as dist
     if dist.is_initialized():
+        dist.barrier()  # gloo's barrier also waits for this rank's earlier collectives
         dist.destroy_process_group()
+    if "TORCHELASTIC_RUN_ID" not in os.environ:  # not a torchrun rank (a notebook's kernel): keep it running
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,20 +368,31 @@ class RankError(RuntimeError):
     """A rank raised, hung or died; the message says which and why."""
 
 
-def run_ranks(target, world_size: int, args: tuple = (), *, timeout: float = 120.0,
-              collective_timeout: float = 60.0, method: str | None = None) -> list:
-    """Run `target(rank, world_size, *args)` on `world_size` gloo ranks; return each rank's value.
+def run_ranks(target, world_size: int, args: tuple = (), *, per_rank: list[tuple] | None = None,
+              timeout: float = 120.0, collective_timeout: float = 60.0, method: str | None = None) -> list:
+    """Run `target(rank, world_size, *args, *per_rank[rank])` on `world_size` gloo ranks; return
+    each rank's value.
 
-    Ranks are forked (cheap: torch is already imported) unless CUDA is initialised in this
-    process, where a fork could not be trusted: then they are spawned. A rank that raises ends
-    the run with its traceback; a run past `timeout` is killed, ranks and all.
+    Without `per_rank`, ranks are forked (cheap: torch is already imported) unless CUDA is
+    initialised in this process, where a fork could not be trusted: then they are spawned. With
+    `per_rank`, a fork would hand every rank the caller's memory (all ranks' data, the caller's
+    frames), so ranks come from a forkserver started fresh, each sent its own arguments only.
+    A rank that raises ends the run with its traceback; a run past `timeout` is killed, ranks and all.
     """
     import multiprocessing as mp
+    if per_rank is not None and len(per_rank) != world_size:
+        raise ValueError(f"per_rank has {len(per_rank)} entries for {world_size} ranks")
+    if method is None and per_rank is not None:
+        method = "forkserver"
     method = method or ("spawn" if torch.cuda.is_available() and torch.cuda.is_initialized() else "fork")
     ctx = mp.get_context(method)
+    if method == "forkserver":  # imported once by the server, not once per rank
+        ctx.set_forkserver_preload(["torch.distributed", getattr(target, "__module__", "torch")])
     with tempfile.TemporaryDirectory(prefix="gpuprinciples-ranks-") as folder:
         procs = [ctx.Process(target=_rank_main, daemon=True,
-                             args=(target, rank, world_size, folder, args, collective_timeout))
+                             args=(target, rank, world_size, folder,
+                                   args + (tuple(per_rank[rank]) if per_rank is not None else ()),
+                                   collective_timeout))
                  for rank in range(world_size)]
         for p in procs:
             p.start()
