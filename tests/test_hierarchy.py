@@ -77,7 +77,7 @@ def test_occupancy_stub_is_not_attempted():
 
 
 @pytest.mark.parametrize("shape", [(1, 4, 4), (37, 52, 44), (70, 36, 100), (64, 64, 64)])
-@pytest.mark.parametrize("desc", [True, False])
+@pytest.mark.parametrize("desc", ["abc", "", "bc", "ac"])
 def test_kernel_matches_float64(shape, desc):
     M, N, K = shape
     gen = torch.Generator().manual_seed(M + N + K)
@@ -98,9 +98,57 @@ def test_fewer_programs_than_tiles_walk_all_tiles():
     a, b = torch.randn(100, 64, generator=gen), torch.randn(64, 92, generator=gen)
     c = torch.empty(100, 92)
     with counters.record() as rec:
-        mm.matmul_kernel[(3,)](a, b, c, 100, 92, 64, 64, 92, 92, BM=32, BN=32, BK=32, GROUP_M=2, DESC=True)
+        mm.matmul_kernel[(3,)](a, b, c, 100, 92, 64, 64, 92, 92, BM=32, BN=32, BK=32, GROUP_M=2,
+                               DESC_A=True, DESC_B=True, DESC_C=True)
     assert rec.triton_launches == 1
     assert (c.double() - a.double() @ b.double()).abs().max() < 1e-4
+
+
+def test_c_stored_in_halves_and_a_flattened_loop_give_the_same_product():
+    gen = torch.Generator().manual_seed(1)
+    a, b = torch.randn(70, 100, generator=gen), torch.randn(100, 76, generator=gen)
+    for cfg in (replace(mm.CPU_CONFIG, split_c=2), replace(mm.CPU_CONFIG, flatten=True)):
+        assert (mm.matmul(a, b, cfg).double() - a.double() @ b.double()).abs().max() < 1e-4
+
+
+def test_alignment_hint_only_where_the_jit_cannot_see_16_byte_rows():
+    assert mm.alignment_hint(2, 8192, 8192, 8192) == 1  # divisible by 16: Triton's JIT specialises on it
+    assert mm.alignment_hint(2, 8184, 8200, 8184) == 8  # 16-byte rows, which only the hint tells the compiler
+    assert mm.alignment_hint(2, 8184, 8201) == 1  # a row of 8201 bf16 is not 16-byte aligned: no hint
+    assert mm.alignment_hint(4, 44, 52) == 4
+
+
+RAGGED_SIGNATURE = (8191, 8200, 8184, 8184, 8200, 8200)  # M, N, K and the row strides of the timed ragged shape
+
+
+@pytest.mark.parametrize("align", [8, 1])
+def test_ragged_pointer_loads_need_the_hint_to_be_pipelined(align):
+    """Compiled for sm_90 as launched on 8191×8200×8184 (ints not divisible by 16): with the hint, 16-byte
+    cp.async copies pipelined through shared memory; without it, 2-byte loads and no pipeline."""
+    from gpuprinciples import gpucompile
+
+    t = torch.empty(16, 16, dtype=torch.bfloat16)
+    cfg = replace(mm.GPU_CONFIG, desc="")
+    info = gpucompile.compile_launch(mm.matmul_kernel, (t, t, t, *RAGGED_SIGNATURE), {
+        **mm.kernel_constexprs(cfg, align=align), "num_warps": cfg.num_warps, "num_stages": cfg.num_stages})
+    assert info.ok and info.wgmma, info.error
+    if align == 8:
+        assert "cp.async.cg" in info.ptx and "ld.global.b16" not in info.ptx
+        assert info.shared_bytes >= 3 * (128 * 64 + 64 * 256) * 2  # three stages of A and B tiles
+    else:
+        assert "ld.global.b16" in info.ptx and "cp.async" not in info.ptx
+
+
+def test_a_fourth_stage_fits_when_c_is_stored_in_halves():
+    from gpuprinciples import gpucompile
+
+    sig = {"A": "*bf16", "B": "*bf16", "C": "*bf16", "M": "i32", "N": "i32", "K": "i32", "stride_am": "i32",
+           "stride_bk": "i32", "stride_cm": "i32"}
+    whole = gpucompile.compile_kernel(mm.matmul_kernel, sig, mm.kernel_constexprs(mm.GPU_CONFIG), 8, 4)
+    halves = gpucompile.compile_kernel(mm.matmul_kernel, sig, mm.kernel_constexprs(replace(mm.GPU_CONFIG, split_c=2)),
+                                       8, 4)
+    assert not whole.ok and whole.refusal == "resources"
+    assert halves.ok and halves.shared_bytes <= runtime.max_shared_bytes(), halves.error
 
 
 @triton.jit
@@ -204,8 +252,16 @@ def test_cliff_is_the_first_size_nearer_hbm():
     assert hierarchy.cliff_from_bandwidths({8: 12e12, 24: 5e12, 96: 4.2e12, 384: 4e12}, hbm) == 24
 
 
+def test_cliff_is_judged_from_the_best_size_not_the_smallest():
+    """A small buffer does not reach L2's rate (the H200's 8 MiB: 7.4 TB/s, 24 MiB: 9.8): the L2 level is the
+    best of the sizes. Judged from the smallest size, 48 MiB here would look like L2 and 384 the cliff."""
+    assert hierarchy.cliff_from_bandwidths({8: 5e12, 24: 10e12, 48: 6e12, 384: 4e12}, 4e12) == 48
+    recorded = hierarchy.RECORDED.CLIFF
+    assert hierarchy.cliff_from_bandwidths(recorded["bandwidths"], recorded["hbm"]) == 96
+
+
 def test_cliff_prediction_graded_against_the_answer():
-    want = hierarchy._cliff_expected()  # measured on a GPU; the H200's without one
+    want = hierarchy._cliff_expected()  # measured on a GPU; what an H200 measured without one
     if not runtime.HAS_CUDA:
         assert want == 96
     assert grade("hierarchy.l2_cliff", want).status == PASSED

@@ -5,7 +5,7 @@ Three exercises:
 * `hierarchy.occupancy`: warps per SM of an H100/H200 for a kernel's registers, shared memory and warps
   (exact, the rules of NVIDIA's occupancy calculator; `gpuprinciples.occupancy` is the reference);
 * `hierarchy.l2_cliff`: which of a few working-set sizes falls off the L2 cliff (a prediction, graded against
-  a measurement on a GPU);
+  a measurement made during the check on a GPU, and against the one recorded on an H200 without one);
 * `hierarchy.matmul`: C = A @ B in Triton, fp32 accumulation, in the inputs' dtype.
 
 How `hierarchy.matmul` is judged:
@@ -28,7 +28,8 @@ How `hierarchy.matmul` is judged:
   copies) together must stay within 1.25× of the sum of those strips: a kernel that re-reads its tiles does
   not. Every element of C is stored once (a tile stored twice would count its strips twice), and every
   element of A and B is read by the kernel.
-* On a GPU it is timed against `torch.mm` (cuBLAS) at 8192³ in bf16.
+* On a GPU it is timed against `torch.mm` (cuBLAS), in the same run, at 8192³ and at 8191×8200×8184 in bf16
+  (rows 16-byte aligned, as TMA needs, but not 128-byte aligned), each shape judged on its own.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import torch
 
 from .. import counters, runtime
 from .. import occupancy as occ
+from . import _hierarchy_recorded as RECORDED
 from .base import (
     Case,
     FunctionExercise,
@@ -156,10 +158,12 @@ CLIFF_SIZES_MIB = (8, 24, 96, 384)
 
 
 def cliff_from_bandwidths(bandwidths: dict[int, float], hbm: float) -> int:
-    """The smallest size (MiB) whose bandwidth is nearer HBM's than the smallest size's (geometric middle)."""
-    top = bandwidths[min(bandwidths)]
-    middle = math.sqrt(top * hbm)
-    off = [size for size, bw in sorted(bandwidths.items()) if bw < middle]
+    """The smallest size (MiB) above the fastest one whose bandwidth is nearer HBM's than the fastest's
+    (geometric middle). The fastest, not the smallest: a small buffer is read in few bytes per pass and does
+    not reach L2's rate (on the H200, 8 MiB read at 7.4 TB/s and 24 MiB at 9.8)."""
+    best = max(bandwidths, key=bandwidths.get)
+    middle = math.sqrt(bandwidths[best] * hbm)
+    off = [size for size, bw in sorted(bandwidths.items()) if size > best and bw < middle]
     return off[0] if off else max(bandwidths) * 4
 
 
@@ -173,11 +177,10 @@ def measure_cliff(sizes_mib=CLIFF_SIZES_MIB) -> dict:
 
 
 def _cliff_expected():
-    if runtime.HAS_CUDA:
+    if runtime.HAS_CUDA:  # measured now, on this GPU
         return measure_cliff()["cliff"]
-    # no GPU: the H200's L2 by its datasheet (hardware.SPECS); phase 2 replaces this with the size measured there
-    from ..hardware import SPECS
-    return min(s for s in CLIFF_SIZES_MIB if s > SPECS["H200"].l2_mib)
+    # no GPU: what the same measurement gave on an H200 (RECORDED.SOURCE)
+    return cliff_from_bandwidths(RECORDED.CLIFF["bandwidths"], RECORDED.CLIFF["hbm"])
 
 
 L2_CLIFF = ValueExercise(
@@ -186,12 +189,15 @@ L2_CLIFF = ValueExercise(
     question=("A kernel spread over every SM reads a buffer again and again (each pass reads what another SM "
               f"read the pass before, cached in L2 only). Of the buffer sizes {', '.join(map(str, CLIFF_SIZES_MIB))} "
               "MiB, which is the smallest whose bandwidth falls to HBM's? Answer the size in MiB. On a GPU the "
-              "answer is measured when you check; without one, it is the H200's."),
+              "answer is measured on that GPU when you check; without one, it is what the same measurement "
+              "gave on an H200 (2026-12-03)."),
     expected=_cliff_expected,
     rel_tol=0.0,
-    hints=("torch.cuda.get_device_properties(0).L2_cache_size is the L2 in bytes: 50 MiB on an H100 or H200.",
+    hints=("torch.cuda.get_device_properties(0).L2_cache_size is the L2 in bytes: 50 MiB on an H100 SXM "
+           "(NVIDIA's whitepaper); the H200 this lesson was measured on reported 60 MiB.",
            "A buffer that fits stays in L2 after the first pass; one that does not is evicted before it is read "
-           "again, so every pass comes from HBM."),
+           "again, so every pass comes from HBM. Between the two the fall is spread out: the L2 is two "
+           "partitions, and no cache replaces its lines perfectly."),
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -200,7 +206,14 @@ L2_CLIFF = ValueExercise(
 
 RTOL, SCALE_TOL = 2.0**-7, 2.0**-10  # bf16 output rounding; of the products' root-sum-square (module docstring)
 LOAD_FACTOR = 1.25  # loads may exceed what the stored tiles imply by this factor
-MIN_SPEEDUP = 0.8  # GPU, 8192³ bf16: the lower end of the interval of (torch.mm time / yours)
+# GPU: the lower end of the interval of (torch.mm time / yours), each shape timed against cuBLAS in the same run.
+# On an H200 (2026-12-03, RECORDED.SWEEP) the reference reached 1.00 at 8192³ and 0.82 on the ragged shape,
+# the best of its sweep there; one program per tile reached 0.97 and 0.75. The issue asked for 0.9 on a ragged
+# shape: no Triton configuration swept reached it (lesson 11 says why), so the line is set with the margin
+# hosts need below what was reached.
+MIN_SPEEDUP = 0.8  # 8192³
+RAGGED = (8191, 8200, 8184)  # M odd; N and K multiples of 8 (16-byte rows) but of no tile, nor of 64 (128 bytes)
+MIN_SPEEDUP_RAGGED = 0.7
 
 
 def _multiple(gen, unit: int, low: int, high: int) -> int:
@@ -402,6 +415,20 @@ def _timing_inputs(gen, device):
             torch.randn(n, n, generator=gen, device=device, dtype=torch.bfloat16))
 
 
+def _ragged_inputs(gen, device):
+    M, N, K = RAGGED
+    return (torch.randn(M, K, generator=gen, device=device, dtype=torch.bfloat16),
+            torch.randn(K, N, generator=gen, device=device, dtype=torch.bfloat16))
+
+
+def _matmul_bytes(args) -> int:
+    return (args[0].numel() + args[1].numel() + args[0].shape[0] * args[1].shape[1]) * args[0].element_size()
+
+
+def _matmul_flops(args) -> int:
+    return 2 * args[0].shape[0] * args[0].shape[1] * args[1].shape[1]
+
+
 def _cublas(a, b):
     return torch.mm(a, b)
 
@@ -418,12 +445,11 @@ MATMUL = FunctionExercise(
     compare=_compare_matmul,
     requirements=(LaunchesTriton(), MaxLaunches(1), NoTorchCompute(), BF16DotOnTensorCores()),
     timing=Timing(
-        inputs=_timing_inputs,
-        baselines={"torch.mm": _cublas},
-        min_bytes=lambda args: (args[0].numel() + args[1].numel() + args[0].shape[0] * args[1].shape[1])
-        * args[0].element_size(),
-        flops=lambda args: 2 * args[0].shape[0] * args[0].shape[1] * args[1].shape[1],
-        min_speedup={"torch.mm": MIN_SPEEDUP},
+        inputs=_timing_inputs, baselines={"torch.mm": _cublas}, min_bytes=_matmul_bytes, flops=_matmul_flops,
+        min_speedup={"torch.mm": MIN_SPEEDUP}, label="8192³",
+        also=(Timing(inputs=_ragged_inputs, baselines={"torch.mm": _cublas}, min_bytes=_matmul_bytes,
+                     flops=_matmul_flops, min_speedup={"torch.mm": MIN_SPEEDUP_RAGGED},
+                     label="×".join(map(str, RAGGED))),),
     ),
     timeout_s=300.0,
     solution="gpuprinciples.kernels.matmul:matmul",
@@ -437,8 +463,14 @@ MATMUL = FunctionExercise(
         "tensor descriptors (tl.make_tensor_descriptor), which read zeros past the edges and never write there.",
         "Order the tiles in groups of GROUP_M rows (pid → pid_m, pid_n), so tiles running together share A rows "
         "and B columns in L2.",
-        "On a GPU: BM=128, BN=128 or 256, BK=64, num_warps=8, num_stages=3–4 are a start; check the compiled "
-        "kernel's registers and shared memory against the SM's budget.",
+        "On a GPU: BM=128, BN=256, BK=64, num_warps=8, num_stages=3 is a start (a 4th stage does not fit beside "
+        "the output tile's 64 KiB); check the compiled kernel's registers and shared memory against the SM's "
+        "budget. A persistent grid, one program per SM walking tiles (tile, tile + programs, ...), evens the "
+        "last wave.",
+        "The ragged shape (N = 8200, K = 8184: multiples of 8, not of 16) is timed too. Triton's JIT specialises "
+        "integer arguments divisible by 16 only: with pointer loads it cannot prove 16-byte rows there and loads "
+        "2 bytes at a time. Tensor descriptors do not care; for pointers, K // 8 * 8 in the kernel tells the "
+        "compiler what you know.",
     ),
 )
 

@@ -93,17 +93,30 @@ def random_cycle(n: int, device="cuda", seed: int = 0) -> torch.Tensor:
     return nxt
 
 
-def pointer_chase(nbytes: int, steps: int = 20000, cache: str = ".cg", device="cuda") -> float:
-    """Seconds per dependent load, chasing a random cycle through a buffer of `nbytes`."""
+def pointer_chase(nbytes: int, steps: int = 20000, cache: str = ".cg", device="cuda", warm: bool | None = None
+                  ) -> float:
+    """Seconds per dependent load, chasing a random cycle through a buffer of `nbytes`.
+
+    `warm` (by default: when the buffer fits in half the L2): read the whole buffer just before each timed
+    chase, so that it sits in L2, instead of flushing the L2. Otherwise a chase of `steps` loads through a
+    buffer of more than `steps` lines meets each line for the first time, and every load misses to HBM,
+    whatever the buffer's size."""
     from .. import timing
 
     nxt = random_cycle(max(nbytes // 4, 2), device)
     out = torch.empty(1, dtype=torch.int32, device=device)
+    if warm is None:
+        warm = nbytes <= torch.cuda.get_device_properties(device).L2_cache_size // 2
 
     def run(k):
         chase_kernel[(1,)](nxt, out, k, CACHE=cache, num_warps=1)
 
+    def fill_l2():  # outside the timed window: a read of every byte, through the L2
+        nxt.sum()
+        return ()
+
+    options = {"make_args": fill_l2, "flush": False} if warm else {}
     # the difference of two lengths removes the launch and the kernel's fixed cost
-    long = timing.time_fn(lambda: run(steps), device=device, budget_s=0.2, min_rounds=3)
-    short = timing.time_fn(lambda: run(steps // 10), device=device, budget_s=0.2, min_rounds=3)
+    long = timing.time_fn(lambda: run(steps), device=device, budget_s=0.2, min_rounds=3, **options)
+    short = timing.time_fn(lambda: run(steps // 10), device=device, budget_s=0.2, min_rounds=3, **options)
     return (long.median - short.median) / (steps - steps // 10)
