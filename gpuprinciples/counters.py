@@ -102,6 +102,7 @@ class Access:
     op: str  # "load" or "store"
     addresses: np.ndarray  # byte addresses of the lanes the mask left on
     itemsize: int
+    shape: tuple = ()  # the block's shape, every lane counted, masked or not (a [BM, BN] tile store: (BM, BN))
 
 
 @dataclass
@@ -233,10 +234,10 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
         if stack:
             ptrs = args[ptr_index]
             itemsize = max(ptrs.dtype.element_ty.primitive_bitwidth // 8, 1)
-            addresses = np.asarray(ptrs.data).reshape(-1)
+            block = np.asarray(ptrs.data)
+            addresses = block.reshape(-1)
             if mask_index >= 0 and args[mask_index] is not None:
-                on = np.broadcast_to(np.asarray(args[mask_index].data, dtype=bool),
-                                     np.asarray(ptrs.data).shape).reshape(-1)
+                on = np.broadcast_to(np.asarray(args[mask_index].data, dtype=bool), block.shape).reshape(-1)
                 addresses = addresses[on]
             nbytes = int(addresses.size) * itemsize
             if "atomic" in method_name:  # read-modify-write moves the bytes both ways
@@ -266,7 +267,8 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
                     rec.stores.append((addresses.astype(np.int64), itemsize))
                 if rec.trace:
                     name = rec.launches[-1].name if rec.launches else "?"
-                    rec.accesses.append(Access(name, tuple(builder.grid_idx), op, addresses.copy(), itemsize))
+                    rec.accesses.append(Access(name, tuple(builder.grid_idx), op, addresses.copy(), itemsize,
+                                               tuple(block.shape)))
         return original(self, *args, **kwargs)
 
     return counted

@@ -46,3 +46,21 @@ def test_describe_and_versions():
     info = runtime.describe()
     assert info["mode"] == runtime.MODE and info["triton"] != "missing"
     assert runtime.triton_version() >= (3, 6)
+
+
+def test_an_autotuned_kernel_runs_under_the_interpreter_with_its_first_config():
+    if not runtime.INTERPRETER:
+        pytest.skip("the shim is for the interpreter; on a GPU the autotuner times each configuration")
+    import torch
+    import triton
+    import triton.language as tl
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 8}), triton.Config({"BLOCK": 64})], key=["n"])
+    @triton.jit
+    def fill_block_size(Out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(Out + offs, tl.full([BLOCK], BLOCK, tl.int32), mask=offs < n)
+
+    out = torch.zeros(20, dtype=torch.int32)
+    fill_block_size[lambda meta: (triton.cdiv(20, meta["BLOCK"]),)](out, 20)
+    assert out.tolist() == [8] * 20  # the first configuration, without a GPU driver to time any
