@@ -1,0 +1,83 @@
+"""Paged decode attention: the KV cache in fixed-size pages, found through a block table.
+
+    q [B, Hq, D], k_pages and v_pages [P, Hkv, PAGE, D], block_table [B, max_pages] (int32),
+    seq_lens [B] (int32)
+
+Position t of sequence b lives in page block_table[b, t // PAGE], row t % PAGE. A server allocates
+pages as sequences grow, so no sequence reserves S_max positions up front and memory is not lost
+to padding (vLLM's PagedAttention, Kwon et al. 2023). The pages of one sequence are anywhere in
+the pool: a tile of keys is a gather, one page number per row, so it is loaded with pointers, not
+with a tensor descriptor (a descriptor addresses one rectangular tile).
+
+The split-KV plan and the merge are those of `decode_attention.py`; only the loads differ. Rows past
+the sequence's length, and the block-table entries past its last page, are neither read nor used.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .decode_attention import check_shapes, finish, launch, plan
+
+
+@triton.jit
+def paged_split_kv_kernel(Q, KP, VP, BlockTable, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
+                          sqb, sqh, skp, skh, sks, svp, svh, svs, sbb, sob, soh, spb, sph, sps, slb, slh,
+                          PAGE, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+                          SINGLE: tl.constexpr, PRECISION: tl.constexpr):
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    b = (pid // Hkv).to(tl.int64)
+    hkv = (pid % Hkv).to(tl.int64)
+    seq_len = tl.load(SeqLens + b)
+    start = split * chunk
+    end = tl.minimum(start + chunk, seq_len)
+
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, D)
+    heads = hkv * G + offs_g
+    rows = offs_g < tl.where(start < seq_len, G, 0)
+    q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :], mask=rows[:, None], other=0.0)
+
+    m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, D], tl.float32)
+    table = BlockTable + b * sbb
+    for n in range(start, end, BLOCK_N):
+        pos = n + tl.arange(0, BLOCK_N)
+        ok = pos < end
+        page = tl.load(table + pos // PAGE, mask=ok, other=0).to(tl.int64)  # one page number per row
+        within = (pos % PAGE)[:, None]
+        k = tl.load(KP + page[:, None] * skp + hkv * skh + within * sks + offs_d[None, :], mask=ok[:, None], other=0.0)
+        s = tl.dot(q, k.T, input_precision=PRECISION) * qk_scale
+        s = tl.where(ok[None, :], s, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(VP + page[:, None] * svp + hkv * svh + within * svs + offs_d[None, :], mask=ok[:, None], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        m_i = m_new
+    finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, sob, soh, spb, sph, sps, slb, slh, SINGLE)
+
+
+def paged_decode_attention(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor, block_table: torch.Tensor,
+                           seq_lens: torch.Tensor, *, splits: int | None = None, block_n: int | None = None,
+                           num_warps: int | None = None, num_stages: int | None = None) -> torch.Tensor:
+    """decode_attention over a paged cache; the longest sequence the table can hold sets the split plan."""
+    _, Hkv, page_size, D = k_pages.shape
+    assert v_pages.shape == k_pages.shape and k_pages.stride(-1) == v_pages.stride(-1) == 1
+    assert block_table.dtype == torch.int32 and block_table.shape[0] == q.shape[0]
+    G = check_shapes(q, Hkv, D, seq_lens)
+    s_max = block_table.shape[1] * page_size
+    cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages)
+    return launch(paged_split_kv_kernel, q, seq_lens, Hkv, G, (k_pages, v_pages, block_table),
+                  (*k_pages.stride()[:3], *v_pages.stride()[:3], block_table.stride(0)), cfg, after=(page_size,))
+
+
+def gather_pages(pages: torch.Tensor, block_table: torch.Tensor, length: int) -> torch.Tensor:
+    """The first `length` positions of every sequence as a contiguous cache [B, Hkv, length, D] (a copy)."""
+    P, Hkv, page_size, D = pages.shape
+    n_pages = triton.cdiv(length, page_size)
+    picked = pages[block_table[:, :n_pages].long()]  # [B, n_pages, Hkv, PAGE, D]
+    return picked.transpose(1, 2).reshape(block_table.shape[0], Hkv, n_pages * page_size, D)[:, :, :length]
