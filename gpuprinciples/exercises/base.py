@@ -243,46 +243,50 @@ def _storage_view(t: torch.Tensor, values: torch.Tensor, fill=0) -> torch.Tensor
 
 
 def judge_live_loads(regions: Sequence[LiveLoads], loads: dict, case: Case) -> list[str]:
-    """The sentences for `regions` from the per-element load counts a `traced_run` sent back. Inputs that
-    shared a storage where the kernel ran (K and V halves of one buffer) are judged together: what
-    either may read is live there."""
-    reasons = []
+    """At most one sentence per rule for this case, from the per-element load counts a `traced_run` sent
+    back. Inputs that shared a storage where the kernel ran (K and V halves of one buffer) are judged
+    together: what either may read is live there."""
     by_storage: dict[int, list[LiveLoads]] = {}
     for r, storage in zip(regions, loads["storage"]):
         by_storage.setdefault(storage, []).append(r)
+    stray, missing, over = [], [], []
     for group in by_storage.values():
-        first = case.args[group[0].arg]
         counts = loads[str(group[0].arg)].to(torch.int64)
         needed = sum(_storage_view(case.args[r.arg], r.live(case.args).to(torch.int64)) for r in group)
-        where = {r.name: _storage_view(case.args[r.arg], torch.arange(case.args[r.arg].numel()).view(
-            case.args[r.arg].shape), fill=-1) for r in group}
         name = " / ".join(r.name for r in group)
 
         def index(e: int) -> str:
+            """Storage element e as an index of the tensor it belongs to."""
             for r in group:
-                flat = int(where[r.name][e])
+                t = case.args[r.arg]
+                flat = int(_storage_view(t, torch.arange(t.numel()).view(t.shape), fill=-1)[e])
                 if flat >= 0:
-                    return f"{r.name}{list(_unravel(flat, tuple(case.args[r.arg].shape)))}"
+                    return f"{r.name}{list(_unravel(flat, tuple(t.shape)))}"
             return f"element {e} of the buffer under {name}, outside the tensor"
 
-        stray = (counts > 0) & (needed == 0)
-        if bool(stray.any()):
-            first_bad = int(torch.nonzero(stray)[0])
-            reasons.append(f"loaded {int(stray.sum()):,} elements of {name} that must not be read "
-                           f"({group[0].what}) in case {case.label}; the first at {index(first_bad)}")
-        missing = (needed > 0) & (counts == 0)
-        if bool(missing.any()):
-            reasons.append(f"{int(missing.sum()):,} live elements of {name} were never loaded by a Triton kernel in "
-                           f"case {case.label} (the first at {index(int(torch.nonzero(missing)[0]))}): the work "
-                           "was done outside the kernel, or part of the input was skipped")
-        factor = group[0].factor
-        live_loads, need = int(counts[needed > 0].sum()), int(needed.sum())
+        bad = (counts > 0) & (needed == 0)
+        if bool(bad.any()):
+            stray.append(f"{int(bad.sum()):,} of {name} ({group[0].what}; the first at "
+                         f"{index(int(torch.nonzero(bad)[0]))})")
+        skipped = (needed > 0) & (counts == 0)
+        if bool(skipped.any()):
+            missing.append(f"{int(skipped.sum()):,} of {name} (the first at {index(int(torch.nonzero(skipped)[0]))})")
+        factor, live = group[0].factor, needed > 0
+        live_loads, need = int(counts[live].sum()), int(needed.sum())
         if factor is not None and need and live_loads > factor * need:
-            most = int((counts[needed > 0] / needed[needed > 0]).max())
-            reasons.append(f"loaded the live elements of {name} {live_loads / need:.2f}× over in case {case.label} "
-                           f"({live_loads * first.element_size():,} bytes where {need * first.element_size():,} "
-                           f"are needed, one element up to {most} times; at most {factor:g}× allowed): read each "
-                           f"live element {group[0].once}")
+            most = int((counts[live] / needed[live]).max())
+            size = case.args[group[0].arg].element_size()
+            over.append((f"of {name} {live_loads / need:.2f}× over ({live_loads * size:,} bytes where {need * size:,} "
+                         f"are needed, one element up to {most} times; at most {factor:g}× allowed)", group[0].once))
+    reasons = []
+    if stray:
+        reasons.append(f"loaded elements that must not be read in case {case.label}: " + "; ".join(stray))
+    if missing:
+        reasons.append(f"live elements never loaded by a Triton kernel in case {case.label}: " + "; ".join(missing)
+                       + ". The work was done outside the kernel, or part of the input was skipped")
+    if over:
+        reasons.append("loaded the live elements " + "; ".join(words for words, _ in over) + f" in case {case.label}: "
+                       f"read each live element {over[0][1]}")
     return reasons
 
 

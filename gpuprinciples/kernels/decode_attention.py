@@ -96,7 +96,7 @@ def merge_splits_kernel(OPart, LsePart, SeqLens, Out, Hq, chunk, spb, sph, sps, 
     pid = tl.program_id(0)
     b = (pid // Hq).to(tl.int64)
     h = (pid % Hq).to(tl.int64)
-    n_live = tl.cdiv(tl.load(SeqLens + b), chunk)
+    n_live = (tl.load(SeqLens + b) + chunk - 1) // chunk  # (tl.cdiv is a jit call: slow in the interpreter)
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, D)
     live = offs_s < n_live
@@ -113,7 +113,7 @@ def merge_splits_kernel(OPart, LsePart, SeqLens, Out, Hq, chunk, spb, sph, sps, 
 
 # Under the interpreter: few, large tiles (each is a NumPy call), and splits small enough that the CPU
 # cases have several of them (the second launch is exercised).
-CPU_PLAN = {"block_n": 32, "chunk": 64, "num_warps": 4, "num_stages": 1}
+CPU_PLAN = {"block_n": 64, "chunk": 128, "num_warps": 4, "num_stages": 1}
 # On a GPU, until tools/tune_decode.py has been run on an H200: 64-key tiles, 4 warps, 3 stages, and
 # enough splits for about `GPU_WAVES` programs per SM, each split at least `GPU_MIN_BLOCKS` tiles long.
 GPU_BLOCK_N, GPU_WARPS, GPU_STAGES, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 3, 4, 4, 64

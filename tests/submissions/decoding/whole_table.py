@@ -1,0 +1,52 @@
+"""Adversarial (paged): reads every block-table entry and every row of each page it names, up to the table's
+end, then masks the scores (and zeroes V) past the length: right values, but pages and table entries past each
+sequence's end are read."""
+
+import triton
+import triton.language as tl
+
+from gpuprinciples.kernels.decode_attention import check_shapes, finish, launch, plan
+
+
+@triton.jit
+def whole_table_kernel(Q, KP, VP, BlockTable, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
+                       sqb, sqh, skp, skh, sks, svp, svh, svs, sbb, sob, soh, spb, sph, sps, slb, slh, PAGE, S_MAX,
+                       G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
+                       SINGLE: tl.constexpr, PRECISION: tl.constexpr):
+    pid, split = tl.program_id(0), tl.program_id(1)
+    b, hkv = pid // Hkv, pid % Hkv
+    seq_len = tl.load(SeqLens + b)
+    start = split * chunk
+    offs_g, offs_d = tl.arange(0, BLOCK_G), tl.arange(0, D)
+    heads = hkv * G + offs_g
+    rows = offs_g < tl.where(start < seq_len, G, 0)
+    q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :], mask=rows[:, None], other=0.0)
+    m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, D], tl.float32)
+    for n in range(start, tl.minimum(start + chunk, S_MAX), BLOCK_N):
+        pos = n + tl.arange(0, BLOCK_N)
+        inside = pos < S_MAX  # the mistake: the table's end, not the sequence's
+        page = tl.load(BlockTable + b * sbb + pos // PAGE, mask=inside, other=0)
+        off = page[:, None] * skp + hkv * skh + (pos % PAGE)[:, None] * sks + offs_d[None, :]
+        k = tl.load(KP + off, mask=inside[:, None], other=0.0)
+        v = tl.load(VP + off, mask=inside[:, None], other=0.0)
+        live = pos < seq_len
+        v = tl.where(live[:, None], v, 0.0)
+        s = tl.where(live[None, :], tl.dot(q, k.T, input_precision=PRECISION) * qk_scale, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        m_i = m_new
+    finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, sob, soh, spb, sph, sps, slb, slh, SINGLE)
+
+
+def paged_decode_attention(q, k_pages, v_pages, block_table, seq_lens):
+    _, Hkv, page, D = k_pages.shape
+    G = check_shapes(q, Hkv, D, seq_lens)
+    s_max = block_table.shape[1] * page
+    return launch(whole_table_kernel, q, seq_lens, Hkv, G, (k_pages, v_pages, block_table),
+                  (*k_pages.stride()[:3], *v_pages.stride()[:3], block_table.stride(0)), plan(q, Hkv, s_max),
+                  after=(page, s_max))
