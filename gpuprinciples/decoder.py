@@ -214,9 +214,9 @@ class Decoder:
             v_cache[rows, :, positions] = v
             if self.attention == "triton":
                 attn = decode_attention(q, k_cache, v_cache, lengths)
-            else:
-                attn = F.scaled_dot_product_attention(q[:, :, None], k_cache, v_cache, attn_mask=mask,
-                                                      enable_gqa=True)[:, :, 0]
+            else:  # the G query heads of a KV head as G query rows: each KV head read once, by any backend
+                attn = F.scaled_dot_product_attention(q.view(B, c.n_kv_heads, -1, c.head_dim), k_cache, v_cache,
+                                                      attn_mask=mask)
             x = x + self._linear(attn.reshape(B, -1), layer["wo"])
             x = self._mlp(x, layer)
         return self._logits(x)
@@ -247,3 +247,16 @@ class Decoder:
         seq_lens.copy_(saved[1])
         return graph.replay
 
+
+
+def time_step(model: Decoder, batch: int, context: int, graph: bool = True, max_rounds: int = 60) -> float:
+    """Median seconds of one greedy decode step of `batch` sequences, each from `context` cached positions
+    (reset before every timed call, outside its window), captured as a CUDA graph or eager. The GPU is idle at
+    each call (flush=False): the host's launching is part of a step's cost. Needs context + ~1000 ≤ max_seq
+    (the warm-up steps append positions)."""
+    from . import timing
+    tokens = torch.zeros(batch, dtype=torch.long, device=model.device)
+    lens = torch.full((batch,), context, dtype=torch.int32, device=model.device)
+    run = model.graphed_step(tokens, lens) if graph else (lambda: model.step(tokens, lens))
+    return timing.time_fn(lambda _: run(), make_args=lambda: (lens.fill_(context),), device=model.device.type,
+                          flush=False, budget_s=1.0, max_rounds=max_rounds).median

@@ -37,20 +37,8 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
                     sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh, spb, sph, sps, slb, slh,
                     G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
                     SINGLE: tl.constexpr, PRECISION: tl.constexpr):
-    pid = tl.program_id(0)
-    split = tl.program_id(1)
-    b = (pid // Hkv).to(tl.int64)
-    hkv = (pid % Hkv).to(tl.int64)
-    seq_len = tl.load(SeqLens + b)
-    start = split * chunk  # chunk is a multiple of BLOCK_N: no tile straddles two splits
-    end = tl.minimum(start + chunk, seq_len)
-
-    offs_g = tl.arange(0, BLOCK_G)
-    offs_d = tl.arange(0, D)
-    heads = hkv * G + offs_g  # the query heads that read this KV head
-    rows = offs_g < tl.where(start < seq_len, G, 0)  # a split past this sequence's end reads and writes nothing
-    q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :], mask=rows[:, None], other=0.0)
-
+    b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
+                                                                              G, BLOCK_G, D)
     k_desc = tl.make_tensor_descriptor(K + b * skb + hkv * skh, shape=[seq_len, D], strides=[sks, 1],
                                        block_shape=[BLOCK_N, D])
     v_desc = tl.make_tensor_descriptor(V + b * svb + hkv * svh, shape=[seq_len, D], strides=[svs, 1],
@@ -58,20 +46,43 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
     m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
-    offs_n = tl.arange(0, BLOCK_N)
     for n in range(start, end, BLOCK_N):
         k = k_desc.load([n, 0])  # rows past seq_len: zeros, never read from memory
-        s = tl.dot(q, k.T, input_precision=PRECISION) * qk_scale  # log2 units
-        s = tl.where((n + offs_n)[None, :] < end, s, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
         v = v_desc.load([n, 0])
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
-        m_i = m_new
-
+        m_i, l_i, acc = attend(q, k, v, n + tl.arange(0, BLOCK_N) < end, m_i, l_i, acc, qk_scale, PRECISION)
     finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, sob, soh, spb, sph, sps, slb, slh, SINGLE)
+
+
+@triton.jit
+def load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr):
+    """This program's (sequence b, KV head, split), its positions [start, end), and the tile of the G query
+    heads that read the KV head (rows ≥ G, and every row of a split past the sequence's end, masked)."""
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    b = (pid // Hkv).to(tl.int64)
+    hkv = (pid % Hkv).to(tl.int64)
+    seq_len = tl.load(SeqLens + b)
+    start = split * chunk  # chunk is a multiple of BLOCK_N: no tile straddles two splits
+    end = tl.minimum(start + chunk, seq_len)
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, D)
+    heads = hkv * G + offs_g
+    rows = offs_g < tl.where(start < seq_len, G, 0)  # a split past this sequence's end reads and writes nothing
+    q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :], mask=rows[:, None], other=0.0)
+    return b, hkv, split, seq_len, start, end, heads, rows, offs_d, q
+
+
+@triton.jit
+def attend(q, k, v, valid, m_i, l_i, acc, qk_scale, PRECISION: tl.constexpr):
+    """One tile of the online softmax (lesson 08): scores of the `valid` positions, the running max and sum
+    rescaled, acc += p · v. Scores are in log2 units (qk_scale holds log2(e) / √D)."""
+    s = tl.dot(q, k.T, input_precision=PRECISION) * qk_scale
+    s = tl.where(valid[None, :], s, -float("inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    p = tl.math.exp2(s - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+    return m_new, l_i * alpha + tl.sum(p, 1), acc
 
 
 @triton.jit
@@ -221,18 +232,19 @@ def sdpa_decode(backend_name: str | None, packed: bool = True):
     packed=True sees the G query heads of a KV head as G query rows of one head, [B, Hkv, G, D] against
     [B, Hkv, L, D]: each KV head is read once, by every backend. packed=False passes q as [B, Hq, 1, D]
     with enable_gqa=True, which only some backends take."""
-    def run(q, k_cache, v_cache, length: int):
-        from torch.nn.attention import SDPBackend, sdpa_kernel
+    def attend(q, k, v):
         B, Hq, D = q.shape
-        Hkv = k_cache.shape[1]
+        if packed:
+            return torch.nn.functional.scaled_dot_product_attention(q.view(B, k.shape[1], Hq // k.shape[1], D), k, v)
+        return torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=True)
+
+    def run(q, k_cache, v_cache, length: int):
+        from contextlib import nullcontext
+
+        from torch.nn.attention import SDPBackend, sdpa_kernel
         k, v = k_cache[:, :, :length], v_cache[:, :, :length]
-        backends = [getattr(SDPBackend, backend_name)] if backend_name else list(SDPBackend)
-        with sdpa_kernel([b for b in backends if b.name not in ("ERROR", "OVERRIDEABLE")]):
-            if packed:
-                out = torch.nn.functional.scaled_dot_product_attention(q.view(B, Hkv, Hq // Hkv, D), k, v)
-            else:
-                out = torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=True)
-        return out.reshape(B, Hq, D)
+        with sdpa_kernel(getattr(SDPBackend, backend_name)) if backend_name else nullcontext():  # None: PyTorch picks
+            return attend(q, k, v).reshape(q.shape)
 
     run.__name__ = run.__qualname__ = f"sdpa_{(backend_name or 'default').lower()}{'' if packed else '_gqa'}"
     return run

@@ -4,7 +4,7 @@ values, but every KV head is read once per query head that shares it (G times ov
 import triton
 import triton.language as tl
 
-from gpuprinciples.kernels.decode_attention import finish, launch, plan
+from gpuprinciples.kernels.decode_attention import attend, finish, launch, plan
 
 
 @triton.jit
@@ -30,13 +30,7 @@ def per_head_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hq, chunk, qk_scale,
         ok = pos < end
         k = tl.load(K + b * skb + hkv * skh + pos[:, None] * sks + offs_d[None, :], mask=ok[:, None], other=0.0)
         v = tl.load(V + b * svb + hkv * svh + pos[:, None] * svs + offs_d[None, :], mask=ok[:, None], other=0.0)
-        s = tl.where(ok[None, :], tl.dot(q, k.T, input_precision=PRECISION) * qk_scale, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
-        m_i = m_new
+        m_i, l_i, acc = attend(q, k, v, ok, m_i, l_i, acc, qk_scale, PRECISION)
     finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, sob, soh, spb, sph, sps, slb, slh, SINGLE)
 
 

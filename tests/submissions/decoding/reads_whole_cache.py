@@ -4,7 +4,7 @@ length: the values are right, but the positions past seq_lens[b] are read."""
 import triton
 import triton.language as tl
 
-from gpuprinciples.kernels.decode_attention import finish, launch, plan
+from gpuprinciples.kernels.decode_attention import attend, finish, launch, load_queries, plan
 
 
 @triton.jit
@@ -12,14 +12,8 @@ def whole_slice_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_sca
                        sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh, spb, sph, sps, slb, slh, S_MAX,
                        G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
                        SINGLE: tl.constexpr, PRECISION: tl.constexpr):
-    pid, split = tl.program_id(0), tl.program_id(1)
-    b, hkv = pid // Hkv, pid % Hkv
-    seq_len = tl.load(SeqLens + b)
-    start = split * chunk
-    offs_g, offs_d = tl.arange(0, BLOCK_G), tl.arange(0, D)
-    heads = hkv * G + offs_g
-    rows = offs_g < tl.where(start < seq_len, G, 0)
-    q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :], mask=rows[:, None], other=0.0)
+    b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
+                                                                              G, BLOCK_G, D)
     m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
@@ -29,14 +23,7 @@ def whole_slice_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_sca
         k = tl.load(K + b * skb + hkv * skh + pos[:, None] * sks + offs_d[None, :], mask=inside[:, None], other=0.0)
         v = tl.load(V + b * svb + hkv * svh + pos[:, None] * svs + offs_d[None, :], mask=inside[:, None], other=0.0)
         live = pos < seq_len
-        v = tl.where(live[:, None], v, 0.0)
-        s = tl.where(live[None, :], tl.dot(q, k.T, input_precision=PRECISION) * qk_scale, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
-        m_i = m_new
+        m_i, l_i, acc = attend(q, k, tl.where(live[:, None], v, 0.0), live, m_i, l_i, acc, qk_scale, PRECISION)
     finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, sob, soh, spb, sph, sps, slb, slh, SINGLE)
 
 

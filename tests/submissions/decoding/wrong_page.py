@@ -4,7 +4,7 @@ were a contiguous cache, never reading the block table: the wrong pages."""
 import triton
 import triton.language as tl
 
-from gpuprinciples.kernels.decode_attention import check_shapes, finish, launch, plan
+from gpuprinciples.kernels.decode_attention import attend, check_shapes, finish, launch, load_queries, plan
 
 
 @triton.jit
@@ -12,15 +12,8 @@ def assumed_pages_kernel(Q, KP, VP, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk
                          sqb, sqh, skp, skh, sks, svp, svh, svs, sob, soh, spb, sph, sps, slb, slh, PAGE, MAX_PAGES,
                          G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
                          SINGLE: tl.constexpr, PRECISION: tl.constexpr):
-    pid, split = tl.program_id(0), tl.program_id(1)
-    b, hkv = pid // Hkv, pid % Hkv
-    seq_len = tl.load(SeqLens + b)
-    start = split * chunk
-    end = tl.minimum(start + chunk, seq_len)
-    offs_g, offs_d = tl.arange(0, BLOCK_G), tl.arange(0, D)
-    heads = hkv * G + offs_g
-    rows = offs_g < tl.where(start < seq_len, G, 0)
-    q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :], mask=rows[:, None], other=0.0)
+    b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
+                                                                              G, BLOCK_G, D)
     m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
@@ -31,13 +24,7 @@ def assumed_pages_kernel(Q, KP, VP, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk
         off = page[:, None] * skp + hkv * skh + (pos % PAGE)[:, None] * sks + offs_d[None, :]
         k = tl.load(KP + off, mask=ok[:, None], other=0.0)
         v = tl.load(VP + off, mask=ok[:, None], other=0.0)
-        s = tl.where(ok[None, :], tl.dot(q, k.T, input_precision=PRECISION) * qk_scale, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
-        m_i = m_new
+        m_i, l_i, acc = attend(q, k, v, ok, m_i, l_i, acc, qk_scale, PRECISION)
     finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, sob, soh, spb, sph, sps, slb, slh, SINGLE)
 
 
