@@ -69,5 +69,10 @@ def test_right_values_read_wrongly_are_still_refused(reports):
 
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_other_correct_designs_pass(reports, name):
+    """Right, and read right. On a GPU they are timed too, and these plain designs need not be fast: there
+    only a speed target may fail them."""
     report = reports[name]
-    assert report.status == PASSED, report.reasons
+    if runtime.INTERPRETER:
+        assert report.status == PASSED, report.reasons
+    else:
+        assert report.correct and all("bandwidth" in r or "speedup" in r for r in report.reasons), report.reasons

@@ -34,7 +34,7 @@ def weight_only_matmul_kernel(X, W, Scale, Y, M, N, K, sxm, swn, sym,
         x = tl.load(X + offs_m[:, None].to(tl.int64) * sxm + ks[None, :],
                     mask=(offs_m[:, None] < M) & (ks[None, :] < K), other=0.0)
         w = tl.load(W + offs_n[:, None].to(tl.int64) * swn + ks[None, :],
-                    mask=(offs_n[:, None] < N) & (ks[None, :] < K), other=0)
+                    mask=(offs_n[:, None] < N) & (ks[None, :] < K), other=0.0)  # 0.0: fp8 takes no int constant
         acc = tl.dot(x, w.to(x.dtype).T, acc)  # 8-bit weights widened on the chip
     scale = tl.load(Scale + offs_n, mask=offs_n < N, other=0.0)
     y = acc * scale[None, :]
