@@ -1,10 +1,15 @@
 """`gpuprinciples bench`: every reference solution against PyTorch's best paths, on this GPU.
 
+`gpuprinciples bench --grader` instead measures the learner's wait: per exercise, the wall time of
+a first and a second check of the same function in one process (a notebook session: the second
+finds the warm sandbox, and on a GPU the baselines timed), on this machine, GPU or CPU; and where
+that time went (loading, cases, timing).
+
 For each exercise that declares a `Timing` and a `solution`: make the large timing inputs on the
 GPU, check the solution against the exercise's reference there, then time the solution and every
 baseline (eager, torch.compile, library kernels) interleaved in one run. Then lesson 10's model: a
-decode step, eager and as a CUDA graph, against its bandwidth roofline (`bench_model`). Printed as a table with
-achieved bandwidth against the copy ceiling measured in the same session, TFLOP/s where the
+decode step, eager and as a CUDA graph, against its bandwidth roofline (`bench_model`). Printed as a
+table with achieved bandwidth against the copy ceiling measured in the same session, TFLOP/s where the
 exercise counts FLOPs, and the speedup over each baseline with its 95 % interval.
 """
 
@@ -22,10 +27,11 @@ def _load(spec: str):
     return getattr(importlib.import_module(module), name)
 
 
-def bench_exercise(ex, ceilings, budget_s: float = 2.0) -> dict:
+def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
+    """One timed input of `ex` (its first, or `spec`, one of `ex.timing.each()`)."""
     from . import timing
 
-    spec = ex.timing
+    spec = spec or ex.timing
     gen = torch.Generator(device="cuda").manual_seed(0)
     args = spec.inputs(gen, "cuda")
     solution = _load(ex.solution)
@@ -47,7 +53,8 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0) -> dict:
             s = comparison.speedup("solution", name)
             row["solution_speedup"] = [s.ratio, s.ci_low, s.ci_high]
         rows[name] = row
-    return {"exercise": ex.id, "relative_error": err, "rounds": len(comparison.rounds), "rows": rows}
+    return {"exercise": ex.id + (f" ({spec.label})" if spec.label else ""), "relative_error": err,
+            "rounds": len(comparison.rounds), "rows": rows}
 
 
 MODEL_BENCH = "decoder.decode_step"  # the name `--only` selects the model benchmark by
@@ -110,14 +117,15 @@ def main(json_output: bool = False, only: str | None = None) -> int:
             continue
         if wanted and ex.id not in wanted:
             continue
-        try:
-            result = bench_exercise(ex, ceilings)
-        except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
-            result = {"exercise": ex.id, "error": f"{type(exc).__name__}: {exc}"}
-        results.append(result)
-        if not json_output:
-            _print(result) if "error" not in result else print(f"\n{ex.id}: FAILED ({result['error']})")
-        torch.cuda.empty_cache()
+        for spec in ex.timing.each():
+            try:
+                result = bench_exercise(ex, ceilings, spec=spec)
+            except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
+                result = {"exercise": ex.id, "error": f"{type(exc).__name__}: {exc}"}
+            results.append(result)
+            if not json_output:
+                _print(result) if "error" not in result else print(f"\n{ex.id}: FAILED ({result['error']})")
+            torch.cuda.empty_cache()
     if not wanted or MODEL_BENCH in wanted:
         try:
             result = bench_model(ceilings)
@@ -131,3 +139,53 @@ def main(json_output: bool = False, only: str | None = None) -> int:
         print(json.dumps({"device": torch.cuda.get_device_name(), "ceilings": ceilings.__dict__,
                           "results": results}, indent=2, default=str))
     return 0 if all("error" not in r for r in results) else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The grader's own latency
+# ---------------------------------------------------------------------------------------------
+
+
+def grader_latency(exercise_id: str, answer, tries: int = 2) -> dict:
+    """Wall seconds of `tries` checks of `answer` in a row, with each one's status and phases."""
+    import time
+
+    from .grading import grade
+    runs = []
+    for _ in range(tries):
+        started = time.monotonic()
+        report = grade(exercise_id, answer)
+        runs.append({"wall_s": round(time.monotonic() - started, 2), "status": report.status,
+                     "phases_s": report.phases_s, "reasons": report.reasons[:2]})
+    return {"exercise": exercise_id, "origin": getattr(answer, "origin", getattr(answer, "__name__", "?")),
+            "runs": runs}
+
+
+def grader_main(json_output: bool = False, only: str | None = None, submissions=()) -> int:
+    """Every reference solution (or `only` those), then each EXERCISE=FILE.py:FUNCTION of `submissions`."""
+    from . import exercises, runtime
+    from .submission import from_path
+
+    wanted = set(only.split(",")) if only else None
+    jobs = [(ex.id, _load(ex.solution)) for ex in exercises.all_exercises().values()
+            if ex.kind == "function" and ex.solution and (wanted is None or ex.id in wanted)]
+    for item in submissions:
+        exercise_id, _, spec = item.partition("=")
+        jobs.append((exercise_id, from_path(spec)))
+    results = []
+    if not json_output:
+        print(f"the grader's latency on this machine ({runtime.describe()['device']}, mode {runtime.MODE}): "
+              "wall seconds of a first and a second check in one process")
+    for exercise_id, answer in jobs:
+        result = grader_latency(exercise_id, answer)
+        results.append(result)
+        if not json_output:
+            first, second = result["runs"]
+            print(f"  {exercise_id:<28} {result['origin'][-40:]:<40} first {first['wall_s']:>6.2f} s "
+                  f"({first['status']})  second {second['wall_s']:>6.2f} s ({second['status']})  "
+                  f"second's phases {second['phases_s']}")
+    if json_output:
+        print(json.dumps({"mode": runtime.MODE, "machine": runtime.describe(), "results": results}, indent=2,
+                         default=str))
+    return 0
+

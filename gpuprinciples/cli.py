@@ -80,7 +80,10 @@ def _ceilings(args) -> int:
 
 
 def _bench(args) -> int:
+    from .bench import grader_main
     from .bench import main as bench_main
+    if args.grader:
+        return grader_main(json_output=args.json, only=args.only, submissions=args.submission)
     return bench_main(json_output=args.json, only=args.only)
 
 
@@ -112,6 +115,11 @@ def _exercises(args) -> int:
     return 0
 
 
+def _figures(args) -> int:
+    from .figures import main as figures_main
+    return figures_main(write=args.write, json_path=args.json, from_json=args.from_json)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="gpuprinciples", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -140,6 +148,10 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="time every reference solution against PyTorch's best path (GPU)")
     p.add_argument("--json", action="store_true")
     p.add_argument("--only", default=None, help="comma-separated exercise ids")
+    p.add_argument("--grader", action="store_true",
+                   help="time the grader instead: a first and a second check of each solution (GPU or CPU)")
+    p.add_argument("--submission", action="append", default=[], metavar="EXERCISE=FILE.py:FUNCTION",
+                   help="with --grader: also check this submission (repeatable)")
     p.set_defaults(func=_bench)
 
     p = sub.add_parser("gradebook", help="run every learner's notebooks and write a CSV and HTML gradebook")
@@ -152,6 +164,12 @@ def main(argv=None) -> int:
     p = sub.add_parser("exercises", help="list every exercise and what it grades with and without a GPU")
     p.add_argument("--markdown", action="store_true", help="one Markdown table")
     p.set_defaults(func=_exercises)
+
+    p = sub.add_parser("figures", help="measure every figure the lessons quote on this GPU; write docs/measured.md")
+    p.add_argument("--write", metavar="PAGE", help="write the page there (default: print it)")
+    p.add_argument("--json", metavar="FILE", help="also save the raw measurements")
+    p.add_argument("--from", dest="from_json", metavar="FILE", help="render a saved run instead (no GPU needed)")
+    p.set_defaults(func=_figures)
 
     try:
         args = parser.parse_args(argv)

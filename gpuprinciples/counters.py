@@ -129,6 +129,27 @@ class Recording:
     # operators that ran on another one (work a timing window on that stream does not see)
     stream: int | None = None
     other_stream_work: Counter = field(default_factory=Counter)
+    # with record(stores=True), under the interpreter: (byte addresses, item size) of every store, so
+    # that `unwritten` can tell which elements of a result no kernel of this call wrote
+    track_stores: bool = False
+    stores: list[tuple[np.ndarray, int]] = field(default_factory=list, repr=False)
+
+    def unwritten(self, t: torch.Tensor) -> int:
+        """How many elements of `t` (host memory) no Triton store of this recording wrote, every byte."""
+        if not _has_memory(t) or t.device.type != "cpu":
+            return 0
+        first, end = _byte_range(t)
+        covered = np.zeros(end - first, dtype=bool)
+        for addresses, itemsize in self.stores:
+            inside = addresses[(addresses >= first) & (addresses < end)] - first
+            for k in range(itemsize):
+                covered[np.minimum(inside + k, covered.size - 1)] = True
+        offsets = sum(np.meshgrid(*[np.arange(n, dtype=np.int64) * stride for n, stride in zip(t.shape, t.stride())],
+                                  indexing="ij"), np.zeros((), dtype=np.int64)).reshape(-1) * t.element_size()
+        written = np.ones(offsets.size, dtype=bool)
+        for k in range(t.element_size()):
+            written &= covered[offsets + k]
+        return int(offsets.size - written.sum())
 
     @property
     def triton_launches(self) -> int:
@@ -227,6 +248,8 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
                 if rec.launches:
                     rec.launches[-1].load_bytes += op_bytes.get("load", 0)
                     rec.launches[-1].store_bytes += op_bytes.get("store", 0)
+                if rec.track_stores and op_bytes.get("store"):
+                    rec.stores.append((addresses.astype(np.int64), itemsize))
                 if rec.trace:
                     name = rec.launches[-1].name if rec.launches else "?"
                     rec.accesses.append(Access(name, tuple(builder.grid_idx), op, addresses.copy(), itemsize))
@@ -396,7 +419,8 @@ def _byte_range(t: torch.Tensor) -> tuple[int, int]:
 
 
 @contextmanager
-def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inputs=(), cached=()):
+def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inputs=(), cached=(),
+           stores: bool = False):
     """Count what the code in the block does. `trace=True` keeps every access (for drawing);
     `saved=True` counts the bytes autograd saves for backward; `inputs` (tensors) also counts the bytes
     Triton loads from them (a kernel that does the work reads every input byte at least once) and,
@@ -404,8 +428,9 @@ def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inp
     when the block began (`input_loads_changed`): an answer written into an input and put back after
     the kernel read it leaves the input unchanged, but not what the kernel read. `cached` (tensors):
     loads of bytes of these already loaded once are also counted in `cached_reread_bytes` (a GPU's L2
-    serves them: small operands that every program reads)."""
-    rec = Recording(trace=trace, stream=_current_stream_id())
+    serves them: small operands that every program reads). `stores=True` (interpreter) keeps every
+    store's addresses, for `Recording.unwritten`."""
+    rec = Recording(trace=trace, stream=_current_stream_id(), track_stores=stores and runtime.INTERPRETER)
     for t in cached:
         if _has_memory(t):
             first, end = _byte_range(t)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,9 @@ from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import sandbox
+from .sandbox import descendants  # noqa: F401  (lesson 09 lists what a run left behind)
 
 RESULTS_ENV = "GPUPRINCIPLES_RESULTS"
 BACKEND_ENV = "GPUPRINCIPLES_BACKEND"
@@ -144,26 +146,6 @@ def _tail(path: str, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children, grandchildren, …), read from /proc (Linux)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, stack = [], [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
 def is_rank_or_launcher(pid: int) -> bool:
     """True for a torchrun launcher, a rank it started, or a grading rank (reads /proc/PID/cmdline)."""
     try:
@@ -184,24 +166,10 @@ def _environ(pid: int) -> str:
 
 def kill_tree(proc: subprocess.Popen, grace: float = 3.0) -> None:
     """Stop the launcher and every rank. torchrun starts each rank in a session of its own, so
-    killing the launcher's process group alone would orphan them: list the tree first."""
-    tree = descendants(proc.pid)
+    killing the launcher's process group alone would orphan them: the whole tree goes (sandbox.py),
+    after `grace` seconds to exit on SIGTERM (which torchrun forwards to its ranks)."""
     if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # torchrun forwards SIGTERM to its ranks
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
-    for pid in [proc.pid, *tree]:
-        for kill in (os.killpg, os.kill):
-            try:
-                kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    if proc.poll() is None:
+        sandbox.kill_tree(proc.pid, term_grace=grace)
         proc.wait()
 
 

@@ -350,13 +350,13 @@ def what_is_graded(exercise) -> tuple[str, str]:
             cpu.append(words)
         if "gpu" in modes:
             gpu.append(words)
-    timing = exercise.timing
-    if timing is not None:
-        gpu += [f"speedup over {base} ≥ {need:g}×" for base, need in timing.min_speedup.items()]
+    for timing in exercise.timing.each() if exercise.timing is not None else ():
+        on = f" ({timing.label})" if timing.label else ""
+        gpu += [f"speedup over {base} ≥ {need:g}×{on}" for base, need in timing.min_speedup.items()]
         if timing.min_bandwidth_fraction:
-            gpu.append(f"≥ {timing.min_bandwidth_fraction:.0%} of copy bandwidth")
+            gpu.append(f"≥ {timing.min_bandwidth_fraction:.0%} of copy bandwidth{on}")
         if not timing.min_speedup and not timing.min_bandwidth_fraction:
-            gpu.append("timed (reported, no target)")
+            gpu.append(f"timed (reported, no target){on}")
     return "; ".join(cpu), "; ".join(gpu)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from .display import Shown
+
 PASSED, FAILED, NOT_ATTEMPTED, ERROR = "passed", "failed", "not attempted", "error"
 
 
@@ -13,15 +15,16 @@ class CheckLine:
     """One row of a report: what was checked, whether it held, and the detail in words."""
 
     name: str
-    passed: bool | None  # None: not run (e.g. timing without a GPU)
+    passed: bool | None  # None: not judged (another mode's rule, no case ran, timing without a GPU)
     detail: str = ""
 
 
 @dataclass
-class Report:
+class Report(Shown):
     exercise: str
     title: str
     mode: str  # "gpu": compiled and timed; "cpu": Triton interpreter, counters instead of clocks
+    kind: str = "function"  # or "value": a number or a choice, judged in the notebook's process
     status: str = FAILED
     correct: bool | None = None
     reasons: list[str] = field(default_factory=list)
@@ -30,6 +33,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     output: str = ""  # what the learner's code printed
     duration_s: float = 0.0
+    phases_s: dict = field(default_factory=dict)  # where the check's time went: loading, cases, timing
     _shown: bool = field(default=False, repr=False, compare=False)
 
     @property
@@ -50,20 +54,3 @@ class Report:
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
-
-    # -- display -------------------------------------------------------------------------
-    def _repr_html_(self) -> str:
-        from .display import html
-        return html(self)
-
-    def _ipython_display_(self) -> None:
-        # `check()` displays the report itself; when it is also the cell's value, show it once
-        if self._shown:
-            self._shown = False
-            return
-        from IPython.display import HTML, display
-        display(HTML(self._repr_html_()))
-
-    def __str__(self) -> str:
-        from .display import text
-        return text(self)

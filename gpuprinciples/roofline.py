@@ -13,9 +13,10 @@ import numpy as np
 
 from .hardware import Ceilings, GPUSpec, dtype_key
 
-# The smallest time one kernel launch takes, whatever it does: on an H200 a tiny `t + 1` took
-# 4.1-4.8 µs for n = 1 ... 65536 (shared/device/MEASURED.md). Work predicted to take less is
-# overhead-bound.
+# The smallest time one kernel launch takes, whatever it does, as the model assumes it: a round
+# 5 µs. A measured floor depends on the host (CPU, driver, load) as much as on the GPU: 3.3 to 17 µs
+# on the course's H200 hosts (docs/measured.md#launch); lesson 02 measures it. Work predicted to take
+# less is overhead-bound.
 LAUNCH_FLOOR_S = 5e-6
 OVERHEAD_FACTOR = 3.0
 

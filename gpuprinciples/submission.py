@@ -1,14 +1,16 @@
-"""A learner's code, packed as source so a fresh interpreter can run it.
+"""A learner's code, packed so that a fresh interpreter can load it.
 
 The grader runs learner code in a child process that it *spawns* (a fork cannot use CUDA once
-the notebook has initialised it). Functions cannot cross a process boundary by reference, and
-Triton needs a kernel's source anyway, so we ship source:
+the notebook has initialised it), so a function crosses the process boundary in one of two ways:
 
-* from a file (`my.py:cos_cos`): the file's text;
-* from a notebook: the function's own source plus what it uses from the notebook's globals,
-  found by reading names in the source (decorators included): imports become import lines,
-  numbers and strings become assignments, other functions and Triton kernels defined in the
-  notebook are packed the same way, recursively. IPython keeps every cell's source, so
+* by reference, when it lives in an importable module (`from mykernels import attention`, or a
+  file inside a package given as `pkg/mod.py:fn`): the child imports the module by its name, with
+  the notebook's `sys.path`, so its relative imports work as they do for the learner;
+* by source otherwise: a loose file (`my.py:cos_cos`) is shipped as its text, its folder first on
+  the child's path; a notebook function as its own source plus what it uses from the notebook's
+  globals, found by reading names in the source (decorators included): imports become import
+  lines, numbers and strings become assignments, other functions and Triton kernels defined in
+  the notebook are packed the same way, recursively. IPython keeps every cell's source, so
   `inspect.getsource` works on notebook functions.
 
 Anything else a function uses from the notebook (a tensor, an object) is refused with a sentence:
@@ -19,7 +21,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import inspect
+import os
+import sys
 import textwrap
 import types
 from dataclasses import dataclass
@@ -32,9 +37,17 @@ class SubmissionError(Exception):
 
 @dataclass(frozen=True)
 class Submission:
-    source: str  # the text of a module
+    source: str  # the text of a module (for a module shipped by reference: its file's text)
     name: str  # the learner function's name in it
     origin: str  # where it came from, for messages
+    module: str | None = None  # shipped by reference: the child imports this module by name
+    sys_path: tuple[str, ...] = ()  # put first on the child's sys.path
+
+    def job(self, exercise: str, device: str):
+        """What the child is sent (channel.Job): the module's name, or its source."""
+        from .channel import Job
+        return Job(exercise=exercise, name=self.name, device=device, module=self.module,
+                   source=None if self.module else self.source, sys_path=list(self.sys_path))
 
     @property
     def is_stub(self) -> bool:
@@ -70,7 +83,52 @@ def from_path(spec: str) -> Submission:
                 for a in n.names}
     if name not in defined:
         raise SubmissionError(f"{path} defines no function called {name!r}")
-    return Submission(source=source, name=name, origin=str(path))
+    not_function = _bound_to_a_value(tree, name)
+    if not_function:
+        raise SubmissionError(f"{name!r} in {path} is {not_function}, not a plain function: give the name of "
+                              "the function to grade")
+    package_root, module = _module_name(path.resolve())
+    if module is not None:  # a file inside a package: imported as package.module, relative imports and all
+        return Submission(source=source, name=name, origin=str(path), module=module, sys_path=(package_root,))
+    return Submission(source=source, name=name, origin=str(path), sys_path=(str(path.resolve().parent),))
+
+
+def _bound_to_a_value(tree: ast.Module, name: str) -> str | None:
+    """What `name` is bound to at the top level when that is plainly no function ("an int", "a list",
+    "an async function"); None when it may be one (a def, an import, a call, another name). The last
+    binding wins, as it does when the module runs."""
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.AsyncFunctionDef) and node.name == name:
+            found = "an async function"
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == name:
+            found = None
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and name in {
+                (a.asname or a.name).split(".")[0] for a in node.names}:
+            found = None
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            try:
+                kind = type(ast.literal_eval(node.value)).__name__
+                found = f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+            except ValueError:  # not a literal: it may well be a function
+                found = None
+    return found
+
+
+def _module_name(path) -> tuple[str, str | None]:
+    """(the folder to put on sys.path, the dotted module name) for a file inside a package; (folder, None)
+    for a loose file."""
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return str(folder), (".".join(parts) if len(parts) > 1 else None)
+
+
+def _child_sys_path() -> tuple[str, ...]:
+    """This process's sys.path as absolute folders ('' is the working directory)."""
+    return tuple(os.path.abspath(p or os.getcwd()) for p in sys.path if isinstance(p, str) and os.path.isdir(p or "."))
 
 
 def from_function(fn) -> Submission:
@@ -84,13 +142,29 @@ def from_function(fn) -> Submission:
     module = inspect.getmodule(fn)
     module_file = getattr(module, "__file__", None)
     if module is not None and module.__name__ != "__main__" and module_file and module_file.endswith(".py"):
-        # defined in a file of its own: ship the whole file
-        return Submission(source=Path(module_file).read_text(), name=fn.__name__, origin=module_file)
+        source = Path(module_file).read_text()
+        if _importable(module, fn):  # the child imports it by name, as the notebook did
+            return Submission(source=source, name=fn.__name__, origin=module_file, module=module.__name__,
+                              sys_path=_child_sys_path())
+        # loaded some other way (from a path, under another name): ship the whole file
+        return Submission(source=source, name=fn.__name__, origin=module_file,
+                          sys_path=(str(Path(module_file).resolve().parent),))
     if fn.__closure__:
         raise SubmissionError(f"{fn.__name__} is defined inside another function; define it at the top level of a cell")
     packer = _Packer(fn.__globals__)
     packer.add_object(fn.__name__, fn)
     return Submission(source=packer.render(), name=fn.__name__, origin="notebook")
+
+
+def _importable(module, fn) -> bool:
+    """True when importing `module.__name__` gives this module back, and its attribute is this function."""
+    if sys.modules.get(module.__name__) is not module:
+        return False
+    try:
+        found = getattr(importlib.import_module(module.__name__), fn.__name__, None)
+    except Exception:  # noqa: BLE001
+        return False
+    return found is not None and inspect.unwrap(found) is fn
 
 
 def _triton_python_function(obj):

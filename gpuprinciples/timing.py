@@ -90,8 +90,10 @@ class Timings:
     spread: float  # (p90 - p10) / median: how noisy the run was
     n: int
     device: str
-    # median seconds of device work still running after a call's window closed (CUDA; 0 on CPU)
+    # median seconds of device work still running after a call's window closed (CUDA; 0 on CPU),
+    # and that per call
     after_window: float = 0.0
+    after_samples: tuple[float, ...] = ()
 
     @classmethod
     def from_samples(cls, samples, device: str, after_window=()) -> "Timings":
@@ -99,7 +101,8 @@ class Timings:
         median, p10, p90 = (float(v) for v in np.percentile(s, [50, 10, 90]))
         spread = (p90 - p10) / median if median > 0 else float("inf")
         after = float(np.median(after_window)) if len(after_window) else 0.0
-        return cls(tuple(float(v) for v in s), median, p10, p90, spread, len(s), device, after)
+        return cls(tuple(float(v) for v in s), median, p10, p90, spread, len(s), device, after,
+                   tuple(float(v) for v in after_window))
 
     def __str__(self) -> str:
         return (f"{format_seconds(self.median)} median (p10 {format_seconds(self.p10)}, "
@@ -217,6 +220,21 @@ def bootstrap_speedup(t_a, t_b, *, resamples: int = 2000, confidence: float = 0.
     return Speedup(float(np.median(ratios)), float(low), float(high), len(ratios), a, b)
 
 
+def bootstrap_speedup_unpaired(t_a, t_b, *, resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
+                               a: str = "a", b: str = "b") -> Speedup:
+    """median(t_b) / median(t_a) for samples not taken side by side (a baseline timed earlier), and a
+    percentile bootstrap interval resampling each side on its own."""
+    t_a, t_b = np.asarray(t_a, dtype=float), np.asarray(t_b, dtype=float)
+    if len(t_a) < 2 or len(t_b) < 2:
+        raise ValueError("need at least two samples on each side")
+    rng = np.random.default_rng(seed)
+    med_a = np.median(t_a[rng.integers(0, len(t_a), size=(resamples, len(t_a)))], axis=1)
+    med_b = np.median(t_b[rng.integers(0, len(t_b), size=(resamples, len(t_b)))], axis=1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(med_b / med_a, [tail, 100 - tail])
+    return Speedup(float(np.median(t_b) / np.median(t_a)), float(low), float(high), min(len(t_a), len(t_b)), a, b)
+
+
 @dataclass(frozen=True)
 class Comparison:
     timings: dict[str, Timings]
@@ -255,11 +273,13 @@ class Comparison:
 
 def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None = None, args: tuple = (),
             device, budget_s: float = 1.0, min_rounds: int = 5, max_rounds: int = 200, warmup: int = 2,
-            flush: bool = True, on_result: Callable | None = None, seed: int = 0) -> Comparison:
+            flush: bool = True, on_result: Callable | None = None, seed: int = 0,
+            before_round: Callable[[int], None] | None = None) -> Comparison:
     """Time several functions on the same inputs, interleaved: each round calls every function once,
     in an order rotated by one each round, with the L2 flushed before each call (on CUDA).
 
-    `on_result(name, out)` sees every timed call's output.
+    `on_result(name, out)` sees every timed call's output; `before_round(r)` runs before round r,
+    outside every window (the grader changes the inputs' values there, in place).
     """
     dev = _device(device)
     names = list(fns)
@@ -271,6 +291,8 @@ def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None =
     afters: dict[str, list[float]] = {name: [] for name in names}
 
     def one_round(r: int):
+        if before_round is not None:
+            before_round(r)
         order = tuple(names[(r + i) % len(names)] for i in range(len(names)))
         times = {}
         for name in order:

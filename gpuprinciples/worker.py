@@ -1,10 +1,11 @@
 """The child process that runs a learner's function: `python -m gpuprinciples.worker IN_FD OUT_FD LOG`.
 
-It is started fresh for every check (spawned, never forked), so a hang, a crash or an illegal
-memory access ends this process and never the notebook's. It does as little judging as it can:
-it runs the function on the cases the grader sends and sends back what came out and what the
-counters saw; the grader compares. Its own primitives are taken before learner code is imported,
-and it watches the modules the grading depends on for patching.
+It is started fresh for every check (spawned, never forked from the notebook: sandbox.py), so a
+hang, a crash or an illegal memory access ends this process and never the notebook's. It does as
+little judging as it can: it runs the function on the cases the grader sends and sends back what
+came out and what the counters saw; the grader compares (judge.py). Its own primitives are
+taken before learner code is imported, and it watches the modules the grading depends on for
+patching.
 
 Every reply answers one request, and carries the nonce the grader sent for it. The worker reads
 that nonce from its input pipe only when the reply is ready, after the learner's calls for that
@@ -25,9 +26,10 @@ make the simple forms fail, not all forms.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 import os
-import signal
 import sys
 import time
 import traceback
@@ -35,17 +37,17 @@ import warnings
 
 # Primitives first, before anything of the learner's can run.
 _os_dup2 = os.dup2
-_os_kill = os.kill
-_os_waitpid = os.waitpid
 _perf_counter = time.perf_counter
 
 import torch  # noqa: E402
 
-from . import channel, counters, runtime, timing  # noqa: E402  (timing: its clocks, taken now)
+from . import channel, counters, judge, runtime, sandbox, timing  # noqa: E402  (timing: its clocks, taken now)
+from .channel import CaseResult, Job, LoadError, Ready, TimingResult  # noqa: E402
 from .exercises import get as get_exercise  # noqa: E402
 from .exercises.base import cached_inputs  # noqa: E402
 
 _clone = torch.Tensor.clone
+_copy = torch.Tensor.copy_
 _equal = torch.equal
 
 WATCHED = {  # namespaces whose attributes learner code must not replace
@@ -58,6 +60,7 @@ WATCHED = {  # namespaces whose attributes learner code must not replace
     "gpuprinciples.channel": channel,
     "gpuprinciples.timing": timing,
     "gpuprinciples.runtime": runtime,
+    "gpuprinciples.judge": judge,
     "torch.cuda.Event": torch.cuda.Event,
     "torch.cuda.Stream": torch.cuda.Stream,
     "gpuprinciples.worker": sys.modules[__name__],  # this module runs as __main__
@@ -112,68 +115,6 @@ def _to_device(value, device: str):
     return value
 
 
-# ---------------------------------------------------------------------------------------------
-# Processes the learner's code leaves behind
-# ---------------------------------------------------------------------------------------------
-
-
-def become_subreaper() -> bool:
-    """Orphaned descendants are re-parented to this process, not to init (Linux; no root needed)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-    PR_SET_CHILD_SUBREAPER = 36
-    return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children, theirs, ...), from /proc; [] where there is no /proc."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            ppid = int(stat.rsplit(b")", 1)[1].split()[1])  # the name in (...) may hold spaces
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def end_descendants() -> None:
-    """Kill every descendant of this process and reap them, until none is left. As a subreaper,
-    this process inherits the orphans of the ones it kills, so a second round finds those."""
-    me = os.getpid()
-    for _ in range(200):
-        found = descendants(me)
-        if not found:
-            return
-        for pid in found:
-            try:
-                _os_kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        while True:
-            try:
-                pid, _ = _os_waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-        time.sleep(0.005)
-
-
 def _portable(value):
     """What can cross to the grader: plain tensors on the CPU, numbers, strings, containers."""
     if isinstance(value, torch.Tensor):
@@ -209,64 +150,74 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dict, *,
              _record=counters.record, _tampered=_tampered, _portable=_portable,
-             _tensors_in=counters.tensors_in) -> dict:
+             _tensors_in=counters.tensors_in) -> CaseResult:
     # (the defaults are bound now, before learner code runs: replacing the module's names does nothing)
     args = _to_device(case["args"], device)
     kwargs = _to_device(case["kwargs"], device)
-    result: dict = {"event": "case", "index": case["index"], "error": None}
+    result = CaseResult(index=case["index"])
     runner = exercise.run or (lambda f, a, k: f(*a, **k))
     decoy_out = None
     try:
         if case.get("decoy") is not None:  # warm-up, autotuning, and a trap for cached answers
             decoy_out = runner(fn, _to_device(case["decoy"], device), kwargs)
             runtime.synchronize()
-            result["decoy_output"] = _portable(decoy_out)  # a copy, taken before the next call
+            result.decoy_output = _portable(decoy_out)  # a copy, taken before the next call
+            result.has_decoy_output = True
         pristine = [_clone(t) for t in _tensors_in(args)]
         runtime.synchronize()
-        with _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args)) as rec:
+        with _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args),
+                     stores=exercise.run is None) as rec:
             out = runner(fn, args, kwargs)
             runtime.synchronize()
     except BaseException as exc:  # noqa: BLE001 - the learner's error, reported in words
-        if isinstance(exc, NotImplementedError):
-            result["not_attempted"] = True
-        result["error"] = _describe_error(exc, source_file)
-        result["tampered"] = _tampered(watch)
+        result.not_attempted = isinstance(exc, NotImplementedError)
+        result.error = _describe_error(exc, source_file)
+        result.tampered = _tampered(watch)
         return result
     inputs = list(_tensors_in(args))
-    result["inputs_changed"] = exercise.inputs_read_only and not all(
-        _same(t, p) for t, p in zip(inputs, pristine))
+    result.inputs_changed = exercise.inputs_read_only and not all(_same(t, p) for t, p in zip(inputs, pristine))
     # ... or changed and put back: a kernel read values the input did not hold when the call began
-    result["inputs_changed_while_read"] = bool(exercise.inputs_read_only and rec.input_loads_changed)
+    result.inputs_changed_while_read = bool(exercise.inputs_read_only and rec.input_loads_changed)
     outs = list(_tensors_in(out))
     input_storages = {t.untyped_storage().data_ptr() for t in inputs}
-    result["aliases_input"] = exercise.inputs_read_only and any(
+    result.aliases_input = exercise.inputs_read_only and any(
         t.untyped_storage().data_ptr() in input_storages for t in outs if type(t) is torch.Tensor)
     decoy_storages = {t.untyped_storage().data_ptr() for t in _tensors_in(decoy_out) if type(t) is torch.Tensor}
-    result["reuses_output"] = any(t.untyped_storage().data_ptr() in decoy_storages
-                                  for t in outs if type(t) is torch.Tensor)
-    result["output"] = _portable(out)
-    result["output_type"] = f"{type(out).__module__}.{type(out).__qualname__}"
-    result["output_device"] = str(out.device.type) if isinstance(out, torch.Tensor) else None
-    result["counts"] = rec.as_dict()
-    result["tampered"] = _tampered(watch)
+    result.reuses_output = any(t.untyped_storage().data_ptr() in decoy_storages
+                               for t in outs if type(t) is torch.Tensor)
+    result.output = _portable(out)
+    result.output_type = f"{type(out).__module__}.{type(out).__qualname__}"
+    result.output_device = str(out.device.type) if isinstance(out, torch.Tensor) else None
+    result.counts = rec.as_dict()
+    if rec.track_stores:  # which elements of the result no kernel of this call wrote (WritesEveryOutput)
+        plain = [t for t in outs if type(t) is torch.Tensor]
+        result.counts["output_elements"] = sum(t.numel() for t in plain)
+        result.counts["output_unwritten"] = sum(rec.unwritten(t) for t in plain)
+    result.tampered = _tampered(watch)
     return result
 
 
-def _fingerprint(out: torch.Tensor, seed: int) -> dict:
-    flat = out.detach().reshape(-1)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    idx = torch.randint(0, max(flat.numel(), 1), (4096,), generator=gen).to(flat.device)
-    return {"sample": flat[idx].float().cpu(), "sum": float(flat.double().sum()),
-            "abs_sum": float(flat.double().abs().sum()), "shape": list(out.shape), "dtype": str(out.dtype)}
-
-
 def time_case(exercise, fn, command: dict, device: str, source_file: str, watch: dict, *,
-              _tampered=_tampered, _record=counters.record) -> dict:
-    spec = exercise.timing
-    gen = torch.Generator(device=device).manual_seed(command["seed"])
-    args = spec.inputs(gen, device)
-    result: dict = {"event": "timing", "error": None}
+              _tampered=_tampered, _record=counters.record, _copy=_copy,
+              _fingerprint=judge.fingerprint) -> TimingResult:
+    """Time the learner's function against the baselines on large inputs, and send back only raw
+    measurements. Each seed in `command["seeds"]` makes one variant of the inputs; before every
+    round the next variant is copied into the same buffers (same pointers, other values), and every
+    timed output is fingerprinted, so an answer kept per input pointer and replayed is caught."""
+    spec = exercise.timing.each()[command.get("which", 0)]
+    variants = [spec.inputs(torch.Generator(device=device).manual_seed(seed), device) for seed in command["seeds"]]
+    args = tuple(_clone(a) if isinstance(a, torch.Tensor) else a for a in variants[0])
+    buffers = list(counters.tensors_in(args))
+    result = TimingResult()
     distinct_counts: dict[str, dict] = {}
+
+    def load(k: int) -> None:  # outside every timed window
+        for dst, src in zip(buffers, counters.tensors_in(variants[k % len(variants)])):
+            _copy(dst, src)
+        runtime.synchronize()
+
+    def note(out) -> None:
+        result.fingerprints.append(_fingerprint(out, command["sample_seed"]) if type(out) is torch.Tensor else None)
 
     def counted(*call_args):
         """Every warm-up and timed call runs under the counters, like the graded calls: a function
@@ -279,82 +230,90 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
             distinct_counts[key] = counts
         return out
 
+    def instrumented(baseline):
+        """A baseline under the same counters (its counts unused): with flush=False the host's time is
+        timed, and the learner's calls must not be the only ones paying for the counting. Only then:
+        the counters' dispatch mode makes torch.compile fall back to eager (Timing refuses a compiled
+        baseline with flush=False), and with flush=True the GPU hold hides the host's time anyway."""
+        def call(*call_args):
+            with _record():
+                return baseline(*call_args)
+        return call
+
     try:
         first = fn(*args)  # not counted: a first call on new shapes may autotune (many launches)
         runtime.synchronize()
         if type(first) is not torch.Tensor:
             raise TypeError(f"returned a {type(first).__name__} on the timing input")
-        result["fingerprint"] = _fingerprint(first, command["sample_seed"])
-        mismatches = []
-
-        def check_timed(name, out):  # the outputs of the timed calls are checked too
-            if name != "yours":
-                return
-            if not (type(out) is torch.Tensor and out.shape == first.shape and torch.allclose(
-                    out.float(), first.float(), rtol=1e-3, atol=1e-3, equal_nan=True)):
-                mismatches.append(1)
-
-        def instrumented(baseline):
-            """A baseline under the same counters (its counts unused): with flush=False the host's
-            time is timed, and the learner's calls must not be the only ones paying for the counting.
-            Only then: the counters' dispatch mode makes torch.compile fall back to eager (Timing
-            refuses a compiled baseline with flush=False), and with flush=True the GPU hold hides
-            the host's time anyway."""
-            def call(*call_args):
-                with _record():
-                    return baseline(*call_args)
-            return call
-
-        fns = {"yours": counted, **{name: b if spec.flush else instrumented(b) for name, b in spec.baselines.items()}}
+        note(first)
+        del first
+        wanted = command.get("baselines", list(spec.baselines))  # the others were timed in an earlier check
+        fns = {"yours": counted, **{name: b if spec.flush else instrumented(b) for name, b in spec.baselines.items()
+                                    if name in wanted}}
         comparison = timing.compare(fns, args=args, device=device, budget_s=command.get("budget_s", 1.0),
-                                    flush=spec.flush, on_result=check_timed)
-        result["timed_mismatches"] = len(mismatches)
-        result["timings"] = {name: list(map(float, t.samples)) for name, t in comparison.timings.items()}
-        result["after_window"] = {name: float(t.after_window) for name, t in comparison.timings.items()}
-        result["speedups"] = {}
-        for base in spec.baselines:
-            s = comparison.speedup("yours", base)
-            result["speedups"][base] = [float(s.ratio), float(s.ci_low), float(s.ci_high)]
+                                    flush=spec.flush, before_round=lambda r: load(r + 1),
+                                    on_result=lambda name, out: note(out) if name == "yours" else None)
+        result.rounds = [dict(r) for r in comparison.rounds]
+        result.after_window = {name: list(t.after_samples) for name, t in comparison.timings.items()}
     except BaseException as exc:  # noqa: BLE001
-        result["error"] = _describe_error(exc, source_file)
-    result["timed_counts"] = list(distinct_counts.values())
-    result["tampered"] = _tampered(watch)
+        result.error = _describe_error(exc, source_file)
+    result.timed_counts = list(distinct_counts.values())
+    result.tampered = _tampered(watch)
     return result
 
 
-def main() -> None:
-    in_fd, out_fd, log_path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def load_function(job: Job):
+    """Import the learner's module here, in the child (its top-level code runs now), and return
+    (the named function, the file whose lines an error message points at)."""
+    if job.module is not None:  # by reference: an importable module, with the notebook's path
+        for entry in reversed(job.sys_path):
+            sys.path.insert(0, entry)
+        module = importlib.import_module(job.module)
+        source_file = getattr(module, "__file__", None) or job.module
+    else:  # by source: a notebook's packed cells or a loose file
+        source_file = os.path.join(os.getcwd(), "submission.py")
+        with open(source_file, "w") as f:
+            f.write(job.source or "")
+        sys.path.insert(0, os.getcwd())
+        spec = importlib.util.spec_from_file_location("submission", source_file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        spec.loader.exec_module(module)
+    return getattr(module, job.name), source_file
+
+
+def run(in_fd: int, out_fd: int, log_path: str) -> None:
+    """Grade what the grader asks through `in_fd`, reply through `out_fd`, and exit (never returns)."""
     # The learner's prints go to a log the grader shows; the result pipe stays ours.
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     sys.stdout.flush()
     sys.stderr.flush()
     _os_dup2(log_fd, 1)
     _os_dup2(log_fd, 2)
-    become_subreaper()
+    sandbox.become_subreaper()
 
-    # NumPy warns on cos(inf) and the like inside the interpreter: noise, not the learner's output
-    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"triton\..*")
-    job = channel.recv_command(in_fd)
-    exercise = get_exercise(job["exercise"])
-    device = job["device"]
-    source_file = os.path.join(job["workdir"], "submission.py")
-    with open(source_file, "w") as f:
-        f.write(job["source"])
+    # NumPy warns on cos(inf), NaN reductions and the like inside the interpreter: noise, not the learner's output
+    warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"(triton|numpy)\..*")
+    wire = channel.recv_command(in_fd)
+    job = Job(**{k: v for k, v in wire.items() if k != "event"})
+    exercise = get_exercise(job.exercise)
+    device = job.device
 
     # what the rest calls, bound before learner code can replace the module-level names
     send, receive, tampered, run_one, time_one = channel.send_data, channel.recv_command, _tampered, run_case, time_case
-    end_all, exit_now = end_descendants, os._exit
+    end_all, exit_now = sandbox.end_descendants, os._exit
 
-    def reply(message: dict) -> None:
+    def reply(message: channel.Message) -> None:
         """Send one reply, with the nonce the grader queued behind its request: read only now."""
         for stream in (sys.stdout, sys.stderr):  # the learner's prints reach the log before the grader reads it
             try:
                 stream.flush()
             except Exception:  # noqa: BLE001
                 pass
+        wire = message.to_wire()
         token = receive(in_fd)
-        message["nonce"] = token.get("nonce") if isinstance(token, dict) and token.get("cmd") == "nonce" else None
-        send(out_fd, message)
+        wire["nonce"] = token.get("nonce") if isinstance(token, dict) and token.get("cmd") == "nonce" else None
+        send(out_fd, wire)
 
     def finish() -> None:
         for stream in (sys.stdout, sys.stderr):
@@ -367,7 +326,7 @@ def main() -> None:
 
     problem = runtime.self_test()
     if problem:
-        reply({"event": "import_error", "error": problem, "internal": True})
+        reply(LoadError(error=problem, internal=True))
         finish()
     # Lazy initialisation inside PyTorch replaces some of its own functions (importing
     # torch._dynamo wraps torch.manual_seed): do it now, so only the learner's changes show.
@@ -375,19 +334,17 @@ def main() -> None:
     with counters.record():
         torch.ones(2) + 1
     watch = _snapshot()
-    # Import the learner's module: its top-level code runs here, inside this child.
-    import importlib.util
+    source_file = job.module or "submission.py"
     try:
-        sys.path.insert(0, job["workdir"])
-        spec = importlib.util.spec_from_file_location("submission", source_file)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["submission"] = module
-        spec.loader.exec_module(module)
-        fn = getattr(module, job["name"])
+        fn, source_file = load_function(job)
     except BaseException as exc:  # noqa: BLE001
-        reply({"event": "import_error", "error": _describe_error(exc, source_file)})
+        reply(LoadError(error=_describe_error(exc, source_file)))
         finish()
-    reply({"event": "ready", "tampered": tampered(watch)})
+    if not callable(fn):
+        reply(LoadError(error=f"`{job.name}` is a {type(fn).__name__}, not a function: give the name of the "
+                              "function to grade"))
+        finish()
+    reply(Ready(tampered=tampered(watch)))
 
     closed = channel.ChannelClosed
     try:
@@ -404,5 +361,55 @@ def main() -> None:
     finish()
 
 
+# ---------------------------------------------------------------------------------------------
+# The warm start: a server that has imported everything once and forks a fresh child per check
+# ---------------------------------------------------------------------------------------------
+
+
+def preload() -> str | None:
+    """What every child would do first, done once in the server: imports, the interpreter's
+    self-test (CPU only: on a GPU the server must never initialise CUDA, or its forks could not use
+    it), and the lazy initialisation inside PyTorch. Returns a problem in words, or None."""
+    import torch._dynamo  # noqa: F401
+    with counters.record():
+        torch.ones(2) + 1
+    if not runtime.HAS_CUDA:
+        return runtime.self_test()
+    return sandbox.probe_fork_cuda()
+
+
+def serve(sock_fd: int) -> None:
+    """`python -m gpuprinciples.worker --serve FD`: the fork server of sandbox.ForkServer."""
+    import socket
+    sock = socket.socket(fileno=sock_fd)
+    sandbox.harden_server()
+    problem = preload()
+    if problem:
+        sock.sendall(b"E" + problem.encode()[:4000])
+        os._exit(1)
+    sock.sendall(b"R")
+
+    def child(request: dict, fds: list[int]) -> None:
+        sock.close()
+        os.setsid()
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])  # the grader's environment now, as a spawned worker gets it
+        sys.argv = [sys.argv[0], str(fds[0]), str(fds[1]), request["log"]]  # as a spawned worker's
+        try:
+            run(fds[0], fds[1], request["log"])
+        finally:
+            os._exit(70)
+
+    sandbox.serve_forks(sock, child)
+    os._exit(0)
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--serve"]:
+        serve(int(argv[1]))
+    run(int(argv[0]), int(argv[1]), argv[2])
+
+
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -1,6 +1,7 @@
 """Lesson 05: checkpoint.fit_budget graded by counted activation bytes and recomputed FLOPs, and the
 ways of getting checkpointing wrong failed for the right reason."""
 
+import runpy
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from gpuprinciples.grading import grade
 from gpuprinciples.submission import from_path
 
 SUBMISSIONS = Path(__file__).parent / "submissions" / "checkpoint"
+per_block = runpy.run_path(str(SUBMISSIONS / "per_block.py"))["fit_budget"]  # the old budget's answer
 SEED = 20261202
 RECIPE = dict(seed=3, vocab=128, d_model=32, hidden=128, n_layers=6, batch=2, seq=64)
 
@@ -37,7 +39,7 @@ def test_plain_step_holds_what_autograd_saves():
 
 def test_checkpointing_every_block_trades_memory_for_one_partial_forward():
     plain = ck.measure(ck.plain_loss, RECIPE)
-    mine = ck.measure(ck.fit_budget, RECIPE)
+    mine = ck.measure(per_block, RECIPE)
     assert mine["loss"] == plain["loss"]
     for name, g in plain["grads"].items():
         assert torch.equal(mine["grads"][name], g), name  # recomputation is exact on a CPU
@@ -47,6 +49,17 @@ def test_checkpointing_every_block_trades_memory_for_one_partial_forward():
     # non-reentrant checkpoint stops recomputing once it has what backward needs: fc1 but not fc2
     tokens, d, h = 2 * 64, 32, 128
     assert extra == 6 * 2 * tokens * d * h
+    assert extra > ck.MAX_RECOMPUTE * plain["forward_flops"]  # so it is no answer to the exercise
+
+
+def test_the_reference_recomputes_only_the_fc1_of_every_other_block():
+    plain = ck.measure(ck.plain_loss, RECIPE)
+    mine = ck.measure(ck.fit_budget, RECIPE)
+    for name, g in plain["grads"].items():
+        assert torch.equal(mine["grads"][name], g), name
+    tokens, d, h = 2 * 64, 32, 128
+    assert mine["backward_flops"] - plain["backward_flops"] == 3 * 2 * tokens * d * h  # blocks 0, 2, 4
+    assert mine["held"] <= ck.BUDGET * plain["held"] and mine["peak"] <= ck.BUDGET * plain["peak"]
 
 
 def test_reference_solution_passes():
@@ -54,11 +67,18 @@ def test_reference_solution_passes():
     assert report.passed, report.reasons
 
 
+def test_selective_checkpointing_is_an_answer_too():
+    report = grade("checkpoint.fit_budget", from_path(f"{SUBMISSIONS / 'selective_mix.py'}:fit_budget"), seed=SEED)
+    assert report.passed, report.reasons
+
+
 @pytest.mark.parametrize("name, words", [
-    ("nothing.py", ["kept for backward", "100% of the plain step", "budget is 40%"]),
+    ("nothing.py", ["kept for backward", "100% of the plain step", "budget is 50%"]),
+    ("per_block.py", ["recomputed 0.4", "at most 0.3× allowed", "keep fc1's output in some blocks"]),
+    ("save_fc1_everywhere.py", ["kept for backward", "budget is 50%"]),
     ("one_segment.py", ["alive at the worst moment", "one segment", "the peak is unchanged"]),
     ("reentrant.py", ["got no gradient", "use_reentrant=False"]),
-    ("nested.py", ["recomputed", "at most 1× allowed", "nested"]),
+    ("nested.py", ["recomputed", "at most 0.3× allowed", "nested"]),
     ("no_grad_blocks.py", ["got no gradient", "no_grad"]),
 ])
 def test_wrong_checkpointing_fails_for_the_right_reason(name, words):

@@ -195,7 +195,7 @@ def test_the_expected_output_cannot_be_found_in_the_worker():
     report = result("reads_parent_memory")
     if "may not use" in reasons(report):  # a source audit refused gc / frames: nothing to prove
         return
-    assert "reference found: false" in report.output.lower(), report.output[-500:]
+    assert "reference found: false" in report.output.lower(), (report.reasons, report.output[-500:])
     assert report.status == FAILED and "values wrong" in reasons(report)
 
 

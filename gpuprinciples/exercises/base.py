@@ -314,6 +314,13 @@ class Timing:
     # False for overhead-bound code: no L2 flush and no GPU hold before each call, so the host's
     # dispatching is in the time (timing.py)
     flush: bool = True
+    # more timed inputs, each judged on its own (a ragged shape beside a square one); `label` names one
+    label: str = ""
+    also: tuple["Timing", ...] = ()
+
+    def each(self) -> list["Timing"]:
+        """This timing and every one in `also`, in order."""
+        return [self, *self.also]
 
     def __post_init__(self):
         compiled_names = [name for name, fn in self.baselines.items() if getattr(fn, "is_compiled", False)]

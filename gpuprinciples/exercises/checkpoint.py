@@ -1,7 +1,11 @@
 """Lesson 05, activation checkpointing: keep less for backward, recompute the rest.
 
 The learner writes `fit_budget(model, x, y) -> loss`: the same loss as `model.loss(x, y)`, computed
-so that the training step holds at most `BUDGET` of the activation memory the plain step holds.
+so that the training step holds at most `BUDGET` of the activation memory the plain step holds while
+backward recomputes at most `MAX_RECOMPUTE` of a forward's matmul FLOPs. Checkpointing every block
+meets the memory budget but reruns every block's first matmul, about half a forward: the learner has
+to choose which blocks to checkpoint whole and which to keep their expensive output in (selective
+checkpointing, or a checkpoint around the cheap part of a block only).
 The model is a TinyLM being fine-tuned: its embedding is frozen, so the blocks' input does not
 require grad (the case where `use_reentrant=True` silently drops the blocks' gradients).
 
@@ -29,18 +33,27 @@ from gpuprinciples.counters import tensors_in
 from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
 from gpuprinciples.models import from_recipe
 
-BUDGET = 0.40  # held and peak activation bytes, as a fraction of the plain step's
-MAX_RECOMPUTE = 1.0  # extra backward FLOPs, as a fraction of one plain forward
-GPU_PEAK_BUDGET = 0.5  # on a GPU: torch.cuda.max_memory_allocated above the step's start, vs plain
+# Every case shape the grader draws was measured with the reference (the alternating scheme below):
+# held ≤ 42%, peak ≤ 48%, recomputed ≤ 0.27 of a forward; checkpointing every block recomputes
+# 0.44-0.49; saving fc1's output in every block holds 55-63%.
+BUDGET = 0.50  # held and peak activation bytes, as a fraction of the plain step's
+MAX_RECOMPUTE = 0.30  # extra backward matmul FLOPs, as a fraction of one plain forward's
+GPU_PEAK_BUDGET = 0.6  # on a GPU: torch.cuda.max_memory_allocated above the step's start, vs plain
 MAX_SLOWDOWN = 2.0  # on a GPU: the median step time, vs plain
 
 
 def fit_budget(model, x, y):
-    """The reference solution: checkpoint every block (non-reentrant); embedding and head as usual."""
+    """The reference solution: every other block checkpointed whole (its fc1 is rerun in backward);
+    in the others fc1 runs normally, so its input and output stay, and only gelu and fc2 are
+    checkpointed (backward reruns gelu, no matmul). Non-reentrant; embedding and head as usual."""
     from torch.utils.checkpoint import checkpoint
     h = model.embed(x)
-    for block in model.blocks:
-        h = checkpoint(block, h, use_reentrant=False)
+    for i, block in enumerate(model.blocks):
+        if i % 2 == 0:
+            h = checkpoint(block, h, use_reentrant=False)
+        else:
+            u = block.fc1(h)
+            h = h + checkpoint(lambda u, b=block: b.fc2(F.gelu(u)), u, use_reentrant=False)
     return F.cross_entropy(model.head(h).flatten(0, 1).float(), y.flatten())
 
 
@@ -232,9 +245,12 @@ def _compare(got, want, case: Case) -> list[str]:
                        f"matmul FLOPs{where}: run each layer once in the forward")
     recompute = (got["backward_flops"] - want["backward_flops"]) / want["forward_flops"]
     if recompute > MAX_RECOMPUTE + 0.01:
+        why = ("nested checkpoints recompute the inner layers twice" if recompute > 1.01 else
+               "backward reruns each checkpointed region up to the last value it needs (checkpointing every "
+               "block reruns every block's fc1, about half a forward); keep fc1's output in some blocks (a "
+               "selective policy, or a checkpoint around gelu and fc2 only) and checkpoint the others whole")
         reasons.append(f"backward recomputed {recompute:.2f}× a whole forward's matmul FLOPs{where}, at most "
-                       f"{MAX_RECOMPUTE:g}× allowed: each layer needs recomputing at most once (nested checkpoints "
-                       "recompute the inner layers twice)")
+                       f"{MAX_RECOMPUTE:g}× allowed: {why}")
     return reasons
 
 
@@ -249,7 +265,7 @@ def _compare_gpu(got, where: str) -> list[str]:
     slow, low, high = got["slowdown"]
     if low > MAX_SLOWDOWN:
         reasons.append(f"on this GPU the step takes {slow:.2f}× the plain step's time (95% interval {low:.2f}–"
-                       f"{high:.2f}×){where}; recomputing each layer once costs at most about 1.5×")
+                       f"{high:.2f}×){where}; recomputing at most {MAX_RECOMPUTE:g} of a forward should cost far less")
     return reasons
 
 
@@ -275,7 +291,7 @@ def _cases(gen: torch.Generator, mode: str) -> list[Case]:
 
 FIT_BUDGET = FunctionExercise(
     id="checkpoint.fit_budget",
-    title="Fit a training step into 40% of its activation memory",
+    title="Half the activation memory for at most 0.3 of a forward recomputed",
     signature="fit_budget(model, x, y) -> loss  # the loss of model.loss(x, y); the grader calls backward",
     cases=_cases,
     reference=_reference,
@@ -289,7 +305,11 @@ FIT_BUDGET = FunctionExercise(
                        "the plain step's")),
     hints=(
         "model.embed, model.blocks (a ModuleList) and model.head are the pieces of model.loss.",
-        "torch.utils.checkpoint.checkpoint(block, h, use_reentrant=False) keeps only h for that block.",
+        "torch.utils.checkpoint.checkpoint(block, h, use_reentrant=False) keeps only h for that block, and "
+        "backward reruns its fc1: about half of that block's forward FLOPs.",
+        "Checkpointing every block fits the memory but recomputes about half a forward. In some blocks keep "
+        "fc1's output (run fc1 outside the checkpoint and checkpoint only gelu and fc2, or use a selective "
+        "policy that saves it): nothing is rerun there but a GELU. Mix the two kinds of block.",
         "One checkpoint around all the blocks keeps almost nothing during the forward, but backward then "
         "recomputes every block at once: the peak is what it was.",
     ),

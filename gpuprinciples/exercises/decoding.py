@@ -363,6 +363,24 @@ def _decode_timing_inputs(gen, device):
     return q, k, v, torch.full((c["B"],), c["S"], dtype=torch.int32, device=device)
 
 
+def _ragged_timing_inputs(gen, device):
+    """The long-context shapes with each sequence's own length, uniform in [1, S]: what a server's batch looks
+    like. A static-cache implementation reads all S positions of each (SDPA with a mask); half are live here."""
+    q, k, v, _ = _decode_timing_inputs(gen, device)
+    lens = torch.randint(1, k.shape[2] + 1, (k.shape[0],), generator=gen, device=device, dtype=torch.int32)
+    return q, k, v, lens
+
+
+def _masked_sdpa(q, k_cache, v_cache, seq_lens):
+    """SDPA over the whole cache with a mask for each sequence's live positions (the packed GQA form)."""
+    B, Hq, D = q.shape
+    Hkv, S = k_cache.shape[1], k_cache.shape[2]
+    mask = (torch.arange(S, device=q.device)[None, :] < seq_lens[:, None])[:, None, None, :]
+    out = torch.nn.functional.scaled_dot_product_attention(q.view(B, Hkv, Hq // Hkv, D), k_cache, v_cache,
+                                                           attn_mask=mask)
+    return out.reshape(B, Hq, D)
+
+
 SIGNATURE_NOTE = ("one new query per sequence; query head h reads KV head h // (Hq // Hkv); position t of sequence b "
                   "is live when t < seq_lens[b] (int32 [B], on the device, ≥ 1): nothing else may be read; plan "
                   "the launch from shapes, not from seq_lens' values; at most two launches; the head dim is "
@@ -406,6 +424,9 @@ DECODE_ATTENTION = FunctionExercise(
         # provisional until the H200 run of tools/tune_decode.py (phase 2 sets them from its table)
         min_speedup={"sdpa flash": 0.95},
         min_bandwidth_fraction=0.8,
+        also=(Timing(label="ragged lengths", inputs=_ragged_timing_inputs,
+                     baselines={"sdpa + mask, whole cache": _masked_sdpa}, min_bytes=_decode_min_bytes,
+                     min_speedup={"sdpa + mask, whole cache": 1.2}, min_bandwidth_fraction=0.6),),  # provisional
     ),
     timeout_s=240.0,
     solution="gpuprinciples.kernels.decode_attention:decode_attention",

@@ -1,0 +1,493 @@
+"""The child process that learner code runs in, and the process trees it may leave behind.
+
+One implementation for every place the course runs code it does not trust or must not leave
+running: the grader's child (`Sandbox`), the child's own clean-up (`end_descendants`), and the
+distributed launcher (`kill_tree`). A `Sandbox` is
+
+* a fresh interpreter running `python -m gpuprinciples.worker` (spawned, never forked from the
+  notebook: a fork cannot use CUDA once the notebook has initialised it), in a session and a
+  temporary folder of its own, its prints going to a log the report shows;
+* asked one request at a time through a pipe; each request is followed in that pipe by a fresh
+  nonce that the child reads only when its reply is ready (after the learner's calls for the
+  request have returned), so a reply without it was written by learner code and is refused;
+* held to a deadline for everything it is asked: a hang, a crash or a garbled reply ends the
+  sandbox, and `failure` says why in a sentence;
+* killed with every process below it when it closes. The child is a subreaper (Linux), so the
+  orphans its learner code leaves are its descendants, and found.
+
+The warm start (`ForkServer`): importing torch and Triton costs seconds, more than most checks.
+So one server per grading process imports everything once and forks a fresh child for each
+check. The child is then a fresh process as before: nothing of the notebook, nor of any earlier
+check, is in it (the server never holds a case, a seed, a reference or a CUDA context), and
+everything above holds unchanged; only its parent is the server. The server cannot be read or
+traced by the children it forks (not dumpable), ends its children when it ends, and ends when the
+grading process goes (its socket closes). `GPUPRINCIPLES_SANDBOX=spawn` turns it off; any fault of
+the server's turns it off for that check, which then spawns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from . import channel
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+
+
+# ---------------------------------------------------------------------------------------------
+# Process trees
+# ---------------------------------------------------------------------------------------------
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (children, theirs, ...); [] when `pid` is gone."""
+    try:
+        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:  # gone already
+        pass
+
+
+def kill_tree(pid: int, *, term_grace: float = 0.0) -> None:
+    """Kill `pid` and every process below it.
+
+    With `term_grace`, SIGTERM first and that long to exit on their own (torchrun forwards it to
+    its ranks). Then every process in the tree is stopped before any is killed, round after round
+    until a round finds no new one, so nothing forks a process the collection would miss."""
+    if term_grace > 0:
+        for p in [pid, *descendants(pid)]:
+            _signal(p, signal.SIGTERM)
+        try:
+            psutil.wait_procs([psutil.Process(pid)], timeout=term_grace)
+        except psutil.Error:
+            pass
+    stopped = {pid}
+    _signal(pid, signal.SIGSTOP)
+    for _ in range(100):
+        new = set(descendants(pid)) - stopped
+        if not new:
+            break
+        for p in new:
+            _signal(p, signal.SIGSTOP)
+        stopped |= new
+    for p in stopped:
+        _signal(p, signal.SIGKILL)
+
+
+def become_subreaper() -> bool:
+    """Orphaned descendants are re-parented to this process, not to init (Linux; no root needed)."""
+    return _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+
+
+def end_descendants(*, _kill=os.kill, _waitpid=os.waitpid) -> None:
+    """Kill and reap every descendant of this process, until none is left. As a subreaper, this
+    process inherits the orphans of the ones it kills, so a later round finds those.
+    (The primitives are bound at import, before learner code can replace them.)"""
+    me = os.getpid()
+    for _ in range(200):
+        found = descendants(me)
+        if not found:
+            return
+        for pid in found:
+            try:
+                _kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        while True:
+            try:
+                pid, _ = _waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        time.sleep(0.005)
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+    return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
+
+
+def child_environment() -> dict:
+    """The environment of a child that must import this very package first."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+# ---------------------------------------------------------------------------------------------
+# The fork server: the server's side (run in `python -m gpuprinciples.worker --serve FD`)
+# ---------------------------------------------------------------------------------------------
+
+PR_SET_DUMPABLE = 4
+_EXIT = struct.Struct("<i")
+_PID = struct.Struct("<q")
+
+
+def harden_server() -> None:
+    """Children cannot read or trace the server's memory (not dumpable), and orphans come to it."""
+    _prctl(PR_SET_DUMPABLE, 0)
+    become_subreaper()
+
+
+def probe_fork_cuda() -> str | None:
+    """On a GPU: can a process forked from this one use CUDA? (It cannot once this process has
+    initialised CUDA: the server must not have.) None when it can, else a sentence."""
+    import torch
+    if torch.cuda.is_initialized():
+        return "the fork server initialised CUDA"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            torch.cuda.init()
+            ok = float(torch.ones(4, device="cuda").sum()) == 4.0
+        except BaseException:  # noqa: BLE001
+            ok = False
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    return None if os.waitstatus_to_exitcode(status) == 0 else "a forked process could not use CUDA"
+
+
+def serve_forks(sock: socket.socket, child) -> None:
+    """Fork `child(request, [in_fd, out_fd])` (which never returns) for each request on `sock`; send
+    back its pid, and its exit code through the status pipe that came with the request. A "retire"
+    request: fork no more, and end once every child has ended. The socket closing (the grading
+    process is gone): end at once, with every child."""
+    forked: dict[int, int] = {}  # pid -> the write end of its status pipe
+    retiring = False
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # only to wake the select below
+    try:
+        while not (retiring and not forked):
+            readable, _, _ = select.select([sock, wake_r], [], [])
+            if wake_r in readable:
+                os.read(wake_r, 4096)
+                _reap(forked)
+            if sock not in readable:
+                continue
+            try:
+                data, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
+            except OSError:
+                break
+            if not data:
+                break
+            if len(fds) != 3:
+                retiring = True
+                continue
+            pid = os.fork()
+            if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in (wake_r, wake_w, fds[2], *forked.values()):
+                    os.close(fd)
+                _prctl(PR_SET_DUMPABLE, 1)  # the child itself is an ordinary process again
+                child(json.loads(data), fds[:2])
+            os.close(fds[0])
+            os.close(fds[1])
+            forked[pid] = fds[2]
+            sock.sendall(_PID.pack(pid))
+    finally:
+        for pid in list(forked):
+            kill_tree(pid)
+        time.sleep(0.05)
+        _reap(forked)
+
+
+def _reap(forked: dict[int, int]) -> None:
+    """Collect every child that ended: its exit code goes down its status pipe; an orphan that came
+    to this subreaper from a check whose child died is ended too."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            break
+        fd = forked.pop(pid, None)
+        if fd is not None:
+            try:
+                os.write(fd, _EXIT.pack(os.waitstatus_to_exitcode(status)))
+            finally:
+                os.close(fd)
+    for orphan in psutil.Process().children():
+        if orphan.pid not in forked:
+            kill_tree(orphan.pid)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fork server: the grader's side
+# ---------------------------------------------------------------------------------------------
+
+
+class ForkServerUnavailable(Exception):
+    pass
+
+
+class _Served:
+    """A child forked by the server, with the parts of `subprocess.Popen` that a Sandbox uses."""
+
+    def __init__(self, pid: int, status_fd: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        self._status = status_fd
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._status >= 0 and select.select([self._status], [], [], 0)[0]:
+            self._collect()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None and self._status >= 0:
+            if not select.select([self._status], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("gpuprinciples worker", timeout)
+            self._collect()
+        return self.returncode
+
+    def _collect(self) -> None:
+        data = os.read(self._status, _EXIT.size)
+        # no exit code: the server itself is gone (and the child with it, or soon killed by its tree)
+        self.returncode = _EXIT.unpack(data)[0] if len(data) == _EXIT.size else -signal.SIGKILL
+        os.close(self._status)
+        self._status = -1
+
+
+class ForkServer:
+    """One warm server per grading process (and per environment: a change restarts it)."""
+
+    _current: "ForkServer | None" = None
+    _retired: list = []  # kept until they end: closing a server's socket would end its children at once
+    _refused: dict = {}  # environment -> why the server could not start there
+    _lock = threading.Lock()
+    # Variables read when torch, Triton and this package are imported: the server has them from its
+    # start, so a change needs a new server. Every other variable reaches each child as it is now.
+    IMPORT_TIME = ("TRITON", "CUDA", "GPUPRINCIPLES", "PYTORCH", "TORCH", "OMP_", "MKL", "OPENBLAS", "PYTHON",
+                   "LD_", "NVIDIA", "PATH")
+
+    def __init__(self, env: dict, key: tuple, start_timeout: float = 180.0):
+        self.key, self.owner = key, os.getpid()
+        self.lock = threading.Lock()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = dict(env, PYTORCH_NVML_BASED_CUDA_CHECK="1")  # "is there a GPU?" without initialising CUDA
+        # what the server (and a child, before its own log is open) prints, for a bug report
+        self.log_path = os.path.join(tempfile.gettempdir(), f"gpuprinciples-forkserver-{os.getuid()}.log")
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gpuprinciples.worker", "--serve", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), env=env, cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, start_new_session=True)
+        theirs.close()
+        self.sock = mine
+        self.sock.settimeout(start_timeout)
+        try:
+            hello = self.sock.recv(4096)
+        except OSError:
+            hello = b""
+        if hello[:1] != b"R":
+            self.stop()
+            raise ForkServerUnavailable(hello[1:].decode(errors="replace") or "the fork server did not start")
+        self.sock.settimeout(30.0)
+
+    @classmethod
+    def get(cls) -> "ForkServer | None":
+        """The server for this process and environment, started if need be; None where it cannot run."""
+        if os.environ.get("GPUPRINCIPLES_SANDBOX", "fork") == "spawn" or not hasattr(socket, "send_fds"):
+            return None
+        env = child_environment()
+        key = (sys.executable, tuple(sorted((k, v) for k, v in env.items() if k.startswith(cls.IMPORT_TIME))))
+        with cls._lock:
+            server = cls._current
+            if server is not None and (server.key != key or server.owner != os.getpid() or not server.alive()):
+                if server.owner == os.getpid():
+                    server.retire()  # its children still running (other threads' checks) finish first
+                    cls._retired.append(server)
+                cls._current = server = None
+            cls._retired = [old for old in cls._retired if old.alive()]
+            if server is None and key not in cls._refused:
+                try:
+                    server = cls._current = cls(env, key)
+                except ForkServerUnavailable as exc:
+                    cls._refused[key] = str(exc)
+            return server
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def fork(self, in_fd: int, out_fd: int, log_path: str, cwd: str) -> _Served | None:
+        """A fresh child reading `in_fd` and writing `out_fd`; None if the server failed (then spawn)."""
+        status_r, status_w = os.pipe()
+        try:
+            with self.lock:
+                request = json.dumps({"log": log_path, "cwd": cwd, "env": child_environment()}).encode()
+                socket.send_fds(self.sock, [request], [in_fd, out_fd, status_w])
+                reply = self.sock.recv(_PID.size, socket.MSG_WAITALL)
+            if len(reply) != _PID.size:
+                raise OSError("the fork server went away")
+        except OSError:
+            os.close(status_r)
+            self.stop()
+            return None
+        finally:
+            os.close(status_w)
+        return _Served(_PID.unpack(reply)[0], status_r)
+
+    def retire(self) -> None:
+        """Fork no more; the server ends once its children have."""
+        try:
+            with self.lock:
+                self.sock.sendall(b"retire")
+        except OSError:
+            self.stop()
+
+    def stop(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+            self.proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# The sandbox
+# ---------------------------------------------------------------------------------------------
+
+
+class Sandbox:
+    """A fresh `gpuprinciples.worker` with a deadline; see the module's docstring.
+
+        with Sandbox(limit=120) as box:
+            box.start(job)                       # a channel.Job
+            ready = box.receive("loading your code", (channel.Ready, channel.LoadError))
+            result = box.request({"cmd": "case", ...}, "running case 3", (channel.CaseResult,))
+            # None: box.failure says why, and the child is gone
+    """
+
+    def __init__(self, limit: float):
+        self.limit = limit
+        self.deadline = float("inf")  # the limit counts from the child's start
+        self.failure: str | None = None
+        self.proc: subprocess.Popen | None = None
+        self.nonce = ""
+        self._workdir = tempfile.TemporaryDirectory(prefix="gpuprinciples-")
+        self.workdir = self._workdir.name
+        self.log_path = os.path.join(self.workdir, "output.log")
+        self.to_child = self.from_child = -1
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self, job: "channel.Job") -> None:
+        to_child_r, self.to_child = os.pipe()
+        self.from_child, from_child_w = os.pipe()
+        with open(self.log_path, "wb") as log:
+            server = ForkServer.get()
+            self.proc = server.fork(to_child_r, from_child_w, self.log_path, self.workdir) if server else None
+            if self.proc is None:  # no warm server here: a fresh interpreter
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "gpuprinciples.worker", str(to_child_r), str(from_child_w), self.log_path],
+                    pass_fds=(to_child_r, from_child_w), env=child_environment(), cwd=self.workdir,
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self.deadline = time.monotonic() + self.limit
+        self._ask(job.to_wire())
+
+    def _ask(self, request: dict) -> None:
+        """Send a request, then the nonce its reply must carry (the child reads it only to reply)."""
+        self.nonce = secrets.token_hex(16)
+        channel.send_command(self.to_child, request)
+        channel.send_command(self.to_child, {"cmd": "nonce", "nonce": self.nonce})
+
+    def request(self, request: dict, doing: str, expected: tuple) -> "channel.Message | None":
+        self._ask(request)
+        return self.receive(doing, expected)
+
+    def receive(self, doing: str, expected: tuple) -> "channel.Message | None":
+        """The child's reply, parsed as one of the `expected` message types (channel.py), or None with
+        `failure` set and the child gone."""
+        try:
+            message = channel.recv_data(self.from_child, self.deadline)
+            if isinstance(message, dict) and message.get("nonce") == self.nonce:
+                return channel.parse(message, expected)
+            self.failure = (f"the grader received a message that did not answer its request while {doing} "
+                            "(forged: it lacks the nonce the grader sent): your code wrote into the grader's "
+                            "result pipe. Nothing it sent was trusted.")
+        except channel.ChannelTimeout:
+            self.failure = (f"did not finish within {self.limit:g} s (while {doing}): a loop that never ends, "
+                            f"or far more work than needed? The grader stopped it; your notebook is fine. "
+                            f"(`check(..., timeout=SECONDS)` allows longer.)")
+        except channel.ChannelClosed:
+            self._kill()
+            code = self.proc.returncode
+            how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+            tail = self.output().strip().splitlines()[-3:]
+            self.failure = (f"the process running your code crashed ({how}) while {doing}; your notebook is fine."
+                            + (" Its last words: " + " | ".join(tail) if tail else ""))
+        except Exception:  # noqa: BLE001 - a message that is not ours: refused, never executed
+            self.failure = (f"the grader received a garbled message while {doing}: your code wrote into a "
+                            "file descriptor it does not own. Nothing it sent was run.")
+        self._kill()
+        return None
+
+    def _kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+
+    def close(self) -> None:
+        """Ask the child to end what its learner code started and exit; then kill what is left."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                channel.send_command(self.to_child, {"cmd": "exit"})
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001
+                pass
+        self._kill()
+        for fd in (self.to_child, self.from_child):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.to_child = self.from_child = -1
+        self._workdir.cleanup()
+
+    def output(self) -> str:
+        """The last 4000 characters the child printed."""
+        try:
+            return Path(self.log_path).read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""

@@ -1,0 +1,100 @@
+"""The sandbox and its warm start: each check's child is forked by one server per grading process,
+which is fresh for every check, sees the grader's environment as it is now, and survives nothing of
+what learner code does to it; with the server off, each child is spawned as before."""
+
+import os
+import re
+import signal
+
+import psutil
+import pytest
+
+from gpuprinciples import sandbox
+from gpuprinciples.grading import grade
+from gpuprinciples.report import PASSED
+from gpuprinciples.sandbox import ForkServer
+
+COS = "fusion.cos_cos"
+
+
+def parent_of(report) -> int:
+    return int(re.search(r"parent (\d+)", report.output).group(1))
+
+
+def test_each_check_gets_a_fresh_child_of_the_warm_server(submission):
+    first = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    second = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    assert first.status == second.status == PASSED, (first.reasons, second.reasons)
+    server = ForkServer.get()
+    assert server is not None and parent_of(first) == parent_of(second) == server.proc.pid
+    assert not psutil.Process(server.proc.pid).children()  # both children ended with their checks
+
+
+def test_a_child_sees_the_environment_as_it_is_at_the_check(submission, monkeypatch):
+    monkeypatch.setenv("GP_SANDBOX_MARK", "one")
+    one = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    monkeypatch.setenv("GP_SANDBOX_MARK", "two")
+    two = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    assert "mark one" in one.output and "mark two" in two.output
+    assert parent_of(one) == parent_of(two)  # not a variable read at import: the same server
+
+
+def test_a_variable_read_at_import_starts_a_new_server(submission, monkeypatch):
+    before = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    monkeypatch.setenv("GPUPRINCIPLES_SANDBOX_TEST", "1")
+    after = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    assert before.status == after.status == PASSED
+    assert parent_of(before) != parent_of(after)
+
+
+def test_learner_code_that_kills_the_server_ends_its_own_check_only(submission):
+    grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    server_pid = ForkServer.get().proc.pid
+    killed = grade(COS, submission("sandbox/kills_server.py", "cos_cos"))
+    assert not psutil.pid_exists(server_pid) or psutil.Process(server_pid).status() == psutil.STATUS_ZOMBIE
+    assert killed.reasons or killed.status == PASSED  # whatever it ended as, it ended, with a report
+    after = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    assert after.status == PASSED and parent_of(after) != server_pid
+
+
+def test_the_server_can_be_turned_off(submission, monkeypatch):
+    monkeypatch.setenv("GPUPRINCIPLES_SANDBOX", "spawn")
+    assert ForkServer.get() is None
+    report = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    assert report.status == PASSED and parent_of(report) == os.getpid()
+
+
+def test_kill_tree_takes_every_descendant():
+    import subprocess
+    import sys
+    import time
+    proc = subprocess.Popen([sys.executable, "-c", "import os, time\n"
+                             "for _ in range(3):\n    if os.fork() == 0:\n        os.setsid()\n"
+                             "time.sleep(60)"], start_new_session=True)
+    deadline = time.monotonic() + 30
+    while len(sandbox.descendants(proc.pid)) < 7 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tree = [proc.pid, *sandbox.descendants(proc.pid)]
+    assert len(tree) == 8
+    sandbox.kill_tree(proc.pid)
+    proc.wait(timeout=10)
+    time.sleep(0.2)
+    assert not [p for p in tree[1:] if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX signals")
+def test_a_served_child_reports_how_it_ended():
+    """The exit code travels from the server's waitpid to the grader (a crash is named by its signal)."""
+    import tempfile
+    server = ForkServer.get()
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    with tempfile.TemporaryDirectory() as folder:
+        child = server.fork(in_r, out_w, os.path.join(folder, "log"), folder)
+        os.close(in_r)
+        os.close(out_w)
+        assert child is not None and child.poll() is None
+        os.kill(child.pid, signal.SIGSEGV)
+        assert child.wait(timeout=30) == -signal.SIGSEGV
+    for fd in (in_w, out_r):
+        os.close(fd)
