@@ -13,12 +13,13 @@ remaining items are skipped and say so):
    splits, against every SDPA backend (packed GQA and enable_gqa forms) and a copy of the same bytes;
 3. the model (LLAMA_1B, bf16): prefill TFLOP/s; decode at 4096 positions eager, CUDA graph, SDPA over the whole
    static cache, int8 and fp8 weights; tokens/s against the bandwidth roofline;
-4. the 8-bit matmul on the model's five weight shapes at M = 1: tiles against cuBLAS bf16 (and
+4. the two kernel exercises graded end to end with their current (provisional) pass lines (decode attention
+   also on ragged lengths against SDPA with a mask over the whole cache);
+5. the 8-bit matmul on the model's five weight shapes at M = 1: tiles against cuBLAS bf16 (and
    torch._weight_int8pack_mm where it runs);
-5. decode attention at the model's shapes (D 64): splits and tiles, against SDPA;
-6. paged attention (pages of 16) at the long-context case: tiles, against gather + SDPA and the contiguous kernel;
-7. the batch sweep: graphed steps at 1024 positions, batch 1 to 256;
-8. the two kernel exercises graded end to end with their current (provisional) pass lines.
+6. decode attention at the model's shapes (D 64): splits and tiles, against SDPA;
+7. paged attention (pages of 16) at the long-context case: tiles, against gather + SDPA and the contiguous kernel;
+8. the batch sweep: graphed steps at 1024 positions, batch 1 to 256.
 
 Every time: `gpuprinciples.timing` (CUDA events, L2 flushed before each call, the variants interleaved), medians.
 `--out FILE` (default $OUT/tune_decode.json when OUT is set) keeps every row as JSON.
@@ -307,7 +308,7 @@ def model():
 
 @item
 def weight_only():
-    """4. the 8-bit weight-only matmul at M = 1 on the model's weight shapes: tiles against cuBLAS bf16"""
+    """5. the 8-bit weight-only matmul at M = 1 on the model's weight shapes: tiles against cuBLAS bf16"""
     shapes = sizes({**LLAMA_1B.layer_shapes(), "head": (LLAMA_1B.vocab, LLAMA_1B.d_model)}, {"toy": (300, 128)})
     dtype = torch.bfloat16 if DEV == "cuda" else torch.float32
     tiles = [dict(BLOCK_M=16, BLOCK_N=bn, BLOCK_K=bk, num_warps=w, num_stages=s)
@@ -340,7 +341,7 @@ def weight_only():
 
 @item
 def model_shapes():
-    """5. decode attention at LLAMA_1B's shapes (Hq 32, Hkv 8, D 64): batch 1 at 4096, batch 64 at 1024"""
+    """6. decode attention at LLAMA_1B's shapes (Hq 32, Hkv 8, D 64): batch 1 at 4096, batch 64 at 1024"""
     rows = {}
     for B, S in sizes(((1, 4096), (64, 1024)), ((1, 100),)):
         args = attention_args(B, 32, 8, S, 64) if not ARGS.dry_run else attention_args(B, 4, 2, S, 32)
@@ -362,7 +363,7 @@ def model_shapes():
 
 @item
 def paged():
-    """6. paged decode attention, pages of 16, long context: tiles, against gather + SDPA and the contiguous kernel"""
+    """7. paged decode attention, pages of 16, long context: tiles, against gather + SDPA and the contiguous kernel"""
     if ARGS.dry_run:
         case = ex._paged_cases(torch.Generator().manual_seed(1), "cpu")[1]
         args = case.args
@@ -386,7 +387,7 @@ def paged():
 
 @item
 def batch_sweep():
-    """7. batch sweep: LLAMA_1B graphed decode steps at 1024 positions, batch 1 to 256"""
+    """8. batch sweep: LLAMA_1B graphed decode steps at 1024 positions, batch 1 to 256"""
     config, context = sizes((LLAMA_1B, 1024), (TINY, 16))
     batches = sizes((1, 4, 16, 64, 128, 256), (1, 2))
     m = Decoder(config, batch=max(batches), max_seq=context + sizes(1024, 300))
@@ -414,16 +415,19 @@ def batch_sweep():
 
 @item
 def graded():
-    """8. decoding.decode_attention and decoding.paged_decode_attention graded (package solutions, current lines)"""
+    """4. decoding.decode_attention and decoding.paged_decode_attention graded (package solutions, current lines)"""
     from gpuprinciples.grading import grade
     from gpuprinciples.submission import Submission
     out = {}
     for exercise in (ex.DECODE_ATTENTION, ex.PAGED_DECODE_ATTENTION):
         module, name = exercise.solution.split(":")
         report = grade(exercise.id, Submission(f"from {module} import {name}\n", name, exercise.solution))
-        keep = {k: report.measurements.get(k) for k in ("time_ms", "bandwidth_TBps", "copy_ceiling_TBps", "speedup")}
-        print(f"   {exercise.id}: {report.status}; {keep}" + "".join(f"\n     - {r[:300]}" for r in report.reasons))
-        out[exercise.id] = {"status": report.status, **keep, "reasons": report.reasons}
+        wanted = ("time_ms", "bandwidth_TBps", "copy_ceiling_TBps", "speedup", "TFLOPps")
+        keep = {k: v for k, v in report.measurements.items() if k in wanted or k.startswith("timing")}
+        checks = [f"{c.name}: {c.detail}" for c in report.checks if "speed" in c.name or "copy" in c.name]
+        print(f"   {exercise.id}: {report.status}; {keep}" + "".join(f"\n     . {c}" for c in checks)
+              + "".join(f"\n     - {r[:300]}" for r in report.reasons))
+        out[exercise.id] = {"status": report.status, **keep, "checks": checks, "reasons": report.reasons}
     return out
 
 
@@ -443,7 +447,7 @@ def main(argv=None) -> int:
     import triton
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {hardware.ceilings()}" if DEV == "cuda" else ""), flush=True)
-    for run in (correctness, long_context, model, weight_only, model_shapes, paged, batch_sweep, graded):
+    for run in (correctness, long_context, model, graded, weight_only, model_shapes, paged, batch_sweep):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

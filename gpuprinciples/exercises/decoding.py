@@ -364,10 +364,13 @@ def _decode_timing_inputs(gen, device):
 
 
 def _ragged_timing_inputs(gen, device):
-    """The long-context shapes with each sequence's own length, uniform in [1, S]: what a server's batch looks
-    like. A static-cache implementation reads all S positions of each (SDPA with a mask); half are live here."""
+    """The long-context shapes with each sequence's own length, spread evenly over (0, S] (1/16, 3/16, … 15/16 of
+    it for 8 sequences): what a server's batch looks like. A static-cache implementation reads all S positions of
+    each (SDPA with a mask); half are live. The lengths are the same in every variant of the timed inputs (only
+    the values change between rounds), so the bytes a round must move are the same too."""
     q, k, v, _ = _decode_timing_inputs(gen, device)
-    lens = torch.randint(1, k.shape[2] + 1, (k.shape[0],), generator=gen, device=device, dtype=torch.int32)
+    B, S = k.shape[0], k.shape[2]
+    lens = torch.tensor([S * (2 * b + 1) // (2 * B) for b in range(B)], dtype=torch.int32, device=device)
     return q, k, v, lens
 
 
