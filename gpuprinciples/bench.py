@@ -182,8 +182,8 @@ def grader_main(json_output: bool = False, only: str | None = None, submissions=
         if not json_output:
             first, second = result["runs"]
             print(f"  {exercise_id:<28} {result['origin'][-40:]:<40} first {first['wall_s']:>6.2f} s "
-                  f"({first['status']})  second {second['wall_s']:>6.2f} s ({second['status']})  "
-                  f"second's phases {second['phases_s']}")
+                  f"({first['status']})  second {second['wall_s']:>6.2f} s ({second['status']})\n"
+                  f"      phases, first {first['phases_s']}\n      phases, second {second['phases_s']}")
     if json_output:
         print(json.dumps({"mode": runtime.MODE, "machine": runtime.describe(), "results": results}, indent=2,
                          default=str))

@@ -1,14 +1,17 @@
-"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench, gradebook, exercises.
+"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench, gradebook, exercises, figures.
 
 Exit codes of `grade` (a public contract): 0 passed, 1 not passed (failed, not attempted or an
-error in the learner's code), 2 a usage error (unknown exercise, unreadable file).
+error in the learner's code), 2 a usage error (unknown exercise, unreadable file). Every usage error
+(of every command) exits 2, and what it writes to stderr starts "error: " and a sentence.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 
 def _doctor(args) -> int:
@@ -42,13 +45,11 @@ def _grade(args) -> int:
     try:
         exercises.get(args.exercise)
     except KeyError as exc:
-        print(exc.args[0], file=sys.stderr)
-        return 2
+        return _usage_error(exc.args[0])
     try:
         submission = from_path(args.submission)
     except SubmissionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _usage_error(str(exc))
     report = grade(args.exercise, submission, timeout=args.timeout)
     print(report.to_json() if args.json else report)
     return 0 if report.passed else 1
@@ -56,6 +57,9 @@ def _grade(args) -> int:
 
 def _release(args) -> int:
     from .notebooks import release
+    # release() removes every lesson without a solution: a mistyped --solutions would empty lessons/
+    if not any(Path(args.solutions).glob("*.ipynb")):
+        return _usage_error(f"no notebooks in {Path(args.solutions)} (--solutions names their folder)")
     changed = release(args.solutions, args.lessons, check=args.check)
     if args.check:
         if changed:
@@ -80,20 +84,34 @@ def _ceilings(args) -> int:
 
 
 def _bench(args) -> int:
+    from . import exercises
     from .bench import grader_main
     from .bench import main as bench_main
+    from .submission import SubmissionError, from_path
+    wanted = list(filter(None, (args.only or "").split(",")))
+    for item in args.submission:
+        exercise_id, sep, spec = item.partition("=")
+        if not sep:
+            return _usage_error(f"--submission {item}: write it as EXERCISE=FILE.py:FUNCTION")
+        try:
+            from_path(spec)
+        except SubmissionError as exc:
+            return _usage_error(str(exc))
+        wanted.append(exercise_id)
+    for exercise_id in wanted:
+        try:
+            exercises.get(exercise_id)
+        except KeyError as exc:
+            return _usage_error(exc.args[0])
     if args.grader:
         return grader_main(json_output=args.json, only=args.only, submissions=args.submission)
     return bench_main(json_output=args.json, only=args.only)
 
 
 def _gradebook(args) -> int:
-    from pathlib import Path
-
     from . import gradebook
     if not Path(args.submissions).is_dir() or not gradebook.find_notebooks(args.submissions):
-        print(f"error: no SUBMISSIONS/<learner>/*.ipynb under {args.submissions}", file=sys.stderr)
-        return 2
+        return _usage_error(f"no SUBMISSIONS/<learner>/*.ipynb under {args.submissions}")
     devices = None if args.gpus is None else [d for d in args.gpus.split(",") if d]
     out = Path(args.out)
     runs = gradebook.run_all(args.submissions, timeout=args.timeout, executed_dir=out / "executed", devices=devices,
@@ -117,65 +135,103 @@ def _exercises(args) -> int:
 
 def _figures(args) -> int:
     from .figures import main as figures_main
+    if args.from_json:
+        try:
+            json.loads(Path(args.from_json).read_text())
+        except (OSError, ValueError) as exc:
+            return _usage_error(f"--from {args.from_json} is not a saved run ({exc})")
     return figures_main(write=args.write, json_path=args.json, from_json=args.from_json)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="gpuprinciples", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+def _usage_error(sentence: str) -> int:
+    print(f"error: {sentence}", file=sys.stderr)
+    return 2
 
-    p = sub.add_parser("doctor", help="what this machine is, and whether the course can run")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_doctor)
 
-    p = sub.add_parser("grade", help="grade FILE.py:FUNCTION against an exercise")
-    p.add_argument("exercise", help="exercise id, e.g. fusion.cos_cos")
+class _Parser(argparse.ArgumentParser):
+    """argparse's usage errors in the same form as ours: "error: …" first, then the usage line."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message}\n{self.format_usage()}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpuprinciples", description=__doc__.split("\n\n")[0],
+                     epilog="`gpuprinciples COMMAND --help` says more of each command.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name, func, summary, details=""):
+        p = sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + "." + details)
+        p.set_defaults(func=func)
+        return p
+
+    p = command("doctor", _doctor, "what this machine is, and whether the course can run",
+                " Exit code 0 when it can, 1 when its self-test found a problem.")
+    p.add_argument("--json", action="store_true", help="print what it found as one JSON object")
+
+    p = command("grade", _grade, "grade FILE.py:FUNCTION against an exercise",
+                " Exit code 0 passed, 1 not passed, 2 a usage error.")
+    p.add_argument("exercise", help="exercise id, e.g. fusion.cos_cos (`gpuprinciples exercises` lists them)")
     p.add_argument("submission", help="FILE.py:FUNCTION")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--timeout", type=float, default=None, help="seconds before the check is stopped")
-    p.set_defaults(func=_grade)
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds before the check is stopped (default: $GPUPRINCIPLES_TIMEOUT if set, "
+                        "else the exercise's own limit, 60 to 300 s)")
 
-    p = sub.add_parser("release", help="write lessons/ from solutions/")
+    p = command("release", _release, "write lessons/ from solutions/",
+                " Solutions are cut out, instructor cells dropped; a lesson without a solution is removed.")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if lessons/ is stale")
-    p.add_argument("--solutions", default="solutions")
-    p.add_argument("--lessons", default="lessons")
-    p.set_defaults(func=_release)
+    p.add_argument("--solutions", default="solutions", metavar="DIR",
+                   help="folder of the source notebooks (default: solutions)")
+    p.add_argument("--lessons", default="lessons", metavar="DIR",
+                   help="folder the learners' notebooks are written to (default: lessons)")
 
-    p = sub.add_parser("ceilings", help="measure this GPU's copy bandwidth and matmul rates")
-    p.add_argument("--refresh", action="store_true")
-    p.set_defaults(func=_ceilings)
+    p = command("ceilings", _ceilings, "measure this GPU's copy bandwidth and matmul rates",
+                " Without a GPU, this CPU's figures.")
+    p.add_argument("--refresh", action="store_true",
+                   help="measure again even if a measurement under 12 hours old is cached")
 
-    p = sub.add_parser("bench", help="time every reference solution against PyTorch's best path (GPU)")
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--only", default=None, help="comma-separated exercise ids")
+    p = command("bench", _bench, "time every reference solution against PyTorch's best path (GPU)",
+                " With --grader, time the grader itself (GPU or CPU).")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--only", default=None, metavar="IDS", help="comma-separated exercise ids")
     p.add_argument("--grader", action="store_true",
                    help="time the grader instead: a first and a second check of each solution (GPU or CPU)")
     p.add_argument("--submission", action="append", default=[], metavar="EXERCISE=FILE.py:FUNCTION",
                    help="with --grader: also check this submission (repeatable)")
-    p.set_defaults(func=_bench)
 
-    p = sub.add_parser("gradebook", help="run every learner's notebooks and write a CSV and HTML gradebook")
+    p = command("gradebook", _gradebook, "run every learner's notebooks and write a CSV and HTML gradebook")
     p.add_argument("submissions", help="a folder of SUBMISSIONS/<learner>/*.ipynb (never modified)")
     p.add_argument("--out", required=True, help="folder for gradebook.csv, gradebook.html, executed notebooks")
-    p.add_argument("--timeout", type=int, default=600, help="seconds each cell may run")
+    p.add_argument("--timeout", type=int, default=600, metavar="SECONDS",
+                   help="seconds each cell may run (default: 600)")
     p.add_argument("--gpus", default=None, help="comma-separated GPU ids, one worker each (default: all visible)")
-    p.set_defaults(func=_gradebook)
 
-    p = sub.add_parser("exercises", help="list every exercise and what it grades with and without a GPU")
+    p = command("exercises", _exercises, "list every exercise and what it grades with and without a GPU")
     p.add_argument("--markdown", action="store_true", help="one Markdown table")
-    p.set_defaults(func=_exercises)
 
-    p = sub.add_parser("figures", help="measure every figure the lessons quote on this GPU; write docs/measured.md")
+    p = command("figures", _figures, "measure every figure the lessons quote on this GPU; write docs/measured.md")
     p.add_argument("--write", metavar="PAGE", help="write the page there (default: print it)")
     p.add_argument("--json", metavar="FILE", help="also save the raw measurements")
     p.add_argument("--from", dest="from_json", metavar="FILE", help="render a saved run instead (no GPU needed)")
-    p.set_defaults(func=_figures)
+    return parser
 
+
+def main(argv=None) -> int:
+    parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
-    return args.func(args)
+    try:
+        code = args.func(args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
+    except BrokenPipeError:
+        # the reader stopped reading (`gpuprinciples exercises | head`): not an error. Point stdout at
+        # /dev/null so the interpreter's own flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ came from our own `dist.all_reduce`, from DDP's C++ reducer, from FSDP2 or from 
 Processes are never left behind: `launch` kills the launcher and every rank it started when the
 script fails, hangs past its timeout, or the notebook is interrupted.
 
-The grader uses `run_ranks()` instead: it forks N gloo ranks from its own child process (no new
-`import torch` per rank), which is cheaper than torchrun and runs the same torch.distributed.
+The grader uses `run_ranks()` instead: it starts N gloo ranks from its own child process, cheaper
+than torchrun, on the same torch.distributed. Given `per_rank` data, each rank is forked from a fresh
+server process (multiprocessing's forkserver) and receives only its own share: nothing of the other
+ranks' data, or of the caller's memory, is in a rank for the learner's code to find.
 """
 
 from __future__ import annotations
@@ -206,9 +208,25 @@ def save(result) -> None:
 
 
 def finish() -> None:
+    """The last line of a rank's script: wait for every rank, leave the process group, and end this
+    process (exit code 0) when torchrun started it.
+
+    Why end it here, and not let Python shut down: once a DeviceMesh, DTensor or a functional collective
+    was used, `destroy_process_group()` leaves gloo's worker threads running (torch still holds the backend
+    from C++). A worker that drops the last reference to a collective's tensor needs the GIL; if the
+    interpreter is shutting down at that moment, the thread is unwound where it may not be and the rank
+    aborts ("terminate called without an active exception", SIGABRT). The barrier lets every rank's
+    collectives complete; `os._exit` then ends the process with no interpreter shutdown for a thread to meet.
+    """
     import torch.distributed as dist
     if dist.is_initialized():
+        dist.barrier()  # gloo's barrier also waits for this rank's earlier collectives
         dist.destroy_process_group()
+    if "TORCHELASTIC_RUN_ID" not in os.environ:  # not a torchrun rank (a notebook's kernel): keep it running
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,20 +368,31 @@ class RankError(RuntimeError):
     """A rank raised, hung or died; the message says which and why."""
 
 
-def run_ranks(target, world_size: int, args: tuple = (), *, timeout: float = 120.0,
-              collective_timeout: float = 60.0, method: str | None = None) -> list:
-    """Run `target(rank, world_size, *args)` on `world_size` gloo ranks; return each rank's value.
+def run_ranks(target, world_size: int, args: tuple = (), *, per_rank: list[tuple] | None = None,
+              timeout: float = 120.0, collective_timeout: float = 60.0, method: str | None = None) -> list:
+    """Run `target(rank, world_size, *args, *per_rank[rank])` on `world_size` gloo ranks; return
+    each rank's value.
 
-    Ranks are forked (cheap: torch is already imported) unless CUDA is initialised in this
-    process, where a fork could not be trusted: then they are spawned. A rank that raises ends
-    the run with its traceback; a run past `timeout` is killed, ranks and all.
+    Without `per_rank`, ranks are forked (cheap: torch is already imported) unless CUDA is
+    initialised in this process, where a fork could not be trusted: then they are spawned. With
+    `per_rank`, a fork would hand every rank the caller's memory (all ranks' data, the caller's
+    frames), so ranks come from a forkserver started fresh, each sent its own arguments only.
+    A rank that raises ends the run with its traceback; a run past `timeout` is killed, ranks and all.
     """
     import multiprocessing as mp
+    if per_rank is not None and len(per_rank) != world_size:
+        raise ValueError(f"per_rank has {len(per_rank)} entries for {world_size} ranks")
+    if method is None and per_rank is not None:
+        method = "forkserver"
     method = method or ("spawn" if torch.cuda.is_available() and torch.cuda.is_initialized() else "fork")
     ctx = mp.get_context(method)
+    if method == "forkserver":  # imported once by the server, not once per rank
+        ctx.set_forkserver_preload(["torch.distributed", getattr(target, "__module__", "torch")])
     with tempfile.TemporaryDirectory(prefix="gpuprinciples-ranks-") as folder:
         procs = [ctx.Process(target=_rank_main, daemon=True,
-                             args=(target, rank, world_size, folder, args, collective_timeout))
+                             args=(target, rank, world_size, folder,
+                                   args + (tuple(per_rank[rank]) if per_rank is not None else ()),
+                                   collective_timeout))
                  for rank in range(world_size)]
         for p in procs:
             p.start()

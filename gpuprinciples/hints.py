@@ -3,7 +3,9 @@
 The solution is shown only once the exercise's check has passed, or after the last hint. State
 (how many hints each exercise has shown, which checks passed) lives in a small JSON file,
 `hints.json` under `$GPUPRINCIPLES_CACHE_DIR` (default `~/.cache/gpuprinciples`); `check()`
-records a pass through `record_result()`.
+records a pass through `record_result()`. Only a learner's own checks belong there: every pytest run
+in the repository (the solution notebooks under nbval pass every check) gets a cache folder of its own
+from the repository's conftest.py, and the gradebook turns hints off.
 
 For a graded session an instructor sets `GPUPRINCIPLES_HINTS=off`: `hint()` then says hints are
 off, and no state is read or written.

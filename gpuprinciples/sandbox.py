@@ -334,6 +334,12 @@ class ForkServer:
                     cls._refused[key] = str(exc)
             return server
 
+    @classmethod
+    def warm_up_in_background(cls) -> None:
+        """Start the server now, in a thread, so that the first check finds it ready (a notebook's
+        `import gpuprinciples` comes minutes before its first check)."""
+        threading.Thread(target=cls.get, name="gpuprinciples-fork-server", daemon=True).start()
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 

@@ -30,13 +30,16 @@ def pytest_report_header(config):
 
 
 def pytest_configure(config):
-    # CI's second run sets this to prove that the Triton it asked for is the one imported (PYTHONPATH shadowing)
-    want = os.environ.get("GPUPRINCIPLES_EXPECT_TRITON")
-    if want:
-        import triton
+    # CI's second run sets these to prove that the torch and Triton it asked for are the ones imported
+    # (PYTHONPATH shadowing the environment's)
+    import torch
+    import triton
 
-        if not (triton.__version__ + ".").startswith(want + "."):
-            raise pytest.UsageError(f"expected Triton {want}, imported {triton.__version__} from {triton.__file__}")
+    for name, module in (("TORCH", torch), ("TRITON", triton)):
+        want = os.environ.get(f"GPUPRINCIPLES_EXPECT_{name}")
+        if want and not (module.__version__ + ".").startswith(want + "."):
+            raise pytest.UsageError(f"expected {module.__name__} {want}, imported {module.__version__} "
+                                    f"from {module.__file__}")
 
 
 def pytest_collection_modifyitems(config, items):

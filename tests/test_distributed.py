@@ -36,6 +36,9 @@ ADVERSARIAL = [
     ("ring_uses_allreduce.py", "distributed.ring_allreduce", ["called all_reduce", "send and recv only"]),
     ("ring_naive.py", "distributed.ring_allreduce", ["a ring all-reduce sends 2(n−1)/n·S"]),
     ("ring_wrong_chunk.py", "distributed.ring_allreduce", ["not the sum over ranks", "chunk"]),
+    # they walk frames and memory for seeds and other ranks' data: found nothing, so nothing is summed
+    ("ring_peeks.py", "distributed.ring_allreduce", ["returned its own input", "nothing was summed"]),
+    ("ddp_peeks.py", "distributed.allreduce_gradients", ["kept its own local gradients"]),
     ("zero_floor.py", "distributed.zero_memory", ["not a multiple of N", "ceil(Ψ/N)"]),
     ("zero_wrong_shard.py", "distributed.zero_memory", ["grads", "not sharded before stage 2"]),
 ]
@@ -68,6 +71,15 @@ def test_twice_reduced_gradients_are_right_but_fail_on_the_counted_bytes(reports
     # the values match the reference: only the counted collectives can catch it
     reasons = reports[("ddp_twice.py", "distributed.allreduce_gradients")].reasons
     assert reasons and all("all-reduced" in r for r in reasons)
+
+
+def test_peeking_ranks_found_nothing(reports):
+    # they print what their search found; with the data isolated per rank it is nothing, on every rank
+    for name, exercise in (("ring_peeks.py", "distributed.ring_allreduce"),
+                           ("ddp_peeks.py", "distributed.allreduce_gradients")):
+        report = reports[(name, exercise)]
+        assert "found the answer" not in report.output
+        assert all("values wrong" not in r and "differs" not in r for r in report.reasons), report.reasons
 
 
 def test_naive_ring_is_right_but_sends_too_much(reports):
@@ -125,12 +137,43 @@ def test_count_collectives_sees_every_kind_with_its_size():
 
 def test_spawned_ranks_run_a_learner_function():
     # the path the grader takes where CUDA is initialised (a fork could not be trusted there)
-    from gpuprinciples.exercises.distributed import _ring_data, _ring_rank
-    results = D.run_ranks(_ring_rank, 2, (D.ring_allreduce, 33, 5), method="spawn", timeout=120)
-    want = _ring_data(5, 0, 33) + _ring_data(5, 1, 33)
+    from gpuprinciples.exercises.distributed import _ring_rank
+    xs = [torch.randn(33), torch.randn(33)]
+    results = D.run_ranks(_ring_rank, 2, (D.ring_allreduce,), per_rank=[(x,) for x in xs], method="spawn",
+                          timeout=120)
     for result in results:
-        assert torch.allclose(result["out"], want)
+        assert torch.allclose(result["out"], xs[0] + xs[1])
         assert result["collectives"]["counts"] == {"send": 2, "recv": 2}
+
+
+def _what_this_rank_holds(rank, world, mine):
+    """The 5-element tensors this rank can reach through the garbage collector, and whether any frame
+    it can walk holds the caller's local `caller_secret`."""
+    import gc
+    import inspect
+    return {"tensors": [t.clone() for t in gc.get_objects() if type(t) is torch.Tensor and t.numel() == 5],
+            "secret": any(v == "caller-secret-7f3a" for info in inspect.stack() for v in info.frame.f_locals.values()
+                          if isinstance(v, str))}
+
+
+def test_per_rank_data_reaches_its_rank_only():
+    shares = [torch.full((5,), 10.0 + r) for r in range(3)]
+    caller_secret = "caller-secret-7f3a"  # noqa: F841  (a local of this frame: a forked rank could walk to it)
+
+    def others_seen(results):
+        return [(rank, other) for rank, result in enumerate(results) for other in range(3)
+                if other != rank and any(torch.equal(t, shares[other]) for t in result["tensors"])]
+
+    isolated = D.run_ranks(_what_this_rank_holds, 3, per_rank=[(s,) for s in shares], timeout=120)
+    for rank, result in enumerate(isolated):
+        assert any(torch.equal(t, shares[rank]) for t in result["tensors"]), "the rank lost its own share"
+        assert not result["secret"]
+    assert others_seen(isolated) == []
+    # the same with plain fork: every rank holds every share and the caller's frames (the check can fail)
+    forked = D.run_ranks(_what_this_rank_holds, 3, per_rank=[(s,) for s in shares], method="fork", timeout=120)
+    assert len(others_seen(forked)) == 6 and all(r["secret"] for r in forked)
+    with pytest.raises(ValueError, match="2 entries for 3 ranks"):
+        D.run_ranks(_what_this_rank_holds, 3, per_rank=[(1,), (2,)])
 
 
 def test_ring_bytes_model():
@@ -217,6 +260,33 @@ def test_launch_returns_each_ranks_result(tmp_path):
     """))
     results = D.launch(script, 2, timeout=120, backend="gloo", show_output=False)
     assert results == [{"rank": 0, "world": 2, "sum": 3.0}, {"rank": 1, "world": 2, "sum": 3.0}]
+
+
+def test_finish_ends_each_rank_cleanly_after_a_device_mesh(tmp_path, capsys):
+    # A DeviceMesh keeps gloo's threads alive past destroy_process_group(); with 200 all-reduces still queued
+    # there, an interpreter shutdown under them aborted a rank in about half the runs ("terminate called
+    # without an active exception", SIGABRT): lesson 09's tensor-parallel script met the same, rarely.
+    script = tmp_path / "mesh.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from gpuprinciples import distributed as D
+        rank, world, device = D.init()
+        mesh = init_device_mesh("cpu", (world,))
+        works = [dist.all_reduce(torch.ones(2**16), async_op=True) for _ in range(200)]
+        del works  # their tensors now live only in gloo's queue
+        D.save(rank)
+        D.finish()
+        print("after finish")  # never runs: finish() ended the process
+    """))
+    assert D.launch(script, 2, timeout=120, backend="gloo", progress=False) == [0, 1]
+    assert "after finish" not in capsys.readouterr().out
+
+
+def test_finish_outside_torchrun_keeps_the_process(monkeypatch):
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    assert D.finish() is None  # a notebook's kernel that calls it lives on (this test process too)
 
 
 def test_launch_reports_the_failing_ranks_error(tmp_path):

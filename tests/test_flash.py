@@ -9,7 +9,7 @@ import torch
 from gpuprinciples import runtime
 from gpuprinciples.exercises import flash
 from gpuprinciples.grading import grade
-from gpuprinciples.kernels.attention import attention, naive_attention
+from gpuprinciples.kernels.attention import attention, attention_float64, naive_attention
 from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
 from gpuprinciples.submission import Submission
 
@@ -44,12 +44,30 @@ def test_kernel_survives_large_scores_and_strided_views():
     assert torch.isfinite(got).all() and (got.double() - want).abs().max() < 1e-4
 
 
+def test_program_order_changes_nothing_but_the_order():
+    # l2_sweep's second order (head by head): the same answer, bit for bit
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(2, 3, 70, 32, generator=gen) for _ in range(3))
+    for causal in (False, True):
+        blocks = {"BLOCK_M": 32, "BLOCK_N": 32}
+        assert torch.equal(attention(q, k, v, causal, blocks=blocks),
+                           attention(q, k, v, causal, blocks=blocks, heads_inner=True))
+
+
+def test_bytes_without_a_cache_give_an_intensity_of_about_block_m():
+    from gpuprinciples.kernels.attention import hbm_bytes_without_cache
+    B, H, N, D = 1, 1, 4096, 128
+    moved = hbm_bytes_without_cache(B, H, N, D, 128, 2)
+    assert moved == 4 * N * D * (1 + N // 128)  # per head, bf16: Q and O once, K and V once per query tile
+    assert round(4 * N * N * D / moved) == 124  # FLOP per byte: N·BLOCK_M / (N + BLOCK_M)
+
+
 def test_the_reference_is_softmax_attention():
     gen = torch.Generator().manual_seed(2)
     q, k, v = (torch.randn(2, 3, 20, 32, generator=gen) for _ in range(3))
     for causal in (False, True):
         want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
-        assert torch.allclose(flash._attention_reference(q, k, v, causal), want, atol=1e-12)
+        assert torch.allclose(attention_float64(q, k, v, causal), want, atol=1e-12)
 
 
 # --- the exercises' data -------------------------------------------------------------------------
@@ -67,12 +85,51 @@ def test_cases_are_fresh_odd_and_cover_the_contract():
     assert all(c.args[0].dtype == torch.float32 for c in a)
     gpu = flash._attention_cases(torch.Generator().manual_seed(1), "gpu")
     assert {c.args[0].dtype for c in gpu} == {torch.bfloat16, torch.float16}
+    for cases in (a, gpu):  # q, k, v with strides of their own: one stride set for all three is wrong
+        assert any(c.args[1].untyped_storage().data_ptr() == c.args[2].untyped_storage().data_ptr() for c in cases)
+        assert any(c.args[0].stride() != c.args[1].stride() for c in cases)
+        assert any(len({c.args[i].stride() for i in range(3)}) == 3 for c in cases)
+        for c in cases:  # what a tensor descriptor needs: 16-byte aligned bases and row strides
+            for t in c.args:
+                assert t.stride(-1) == 1 and (t.stride(2) * t.element_size()) % 16 == 0
+                assert (t.storage_offset() * t.element_size()) % 16 == 0
+
+
+def test_each_stage_has_the_cases_it_promises():
+    gen = torch.Generator().manual_seed(5)
+    for mode in ("cpu", "gpu"):  # (a loop, not a parameter: a test named "gpu" is skipped without one)
+        tiles, tails, causal = (flash._cases_for(f"flash.attention_{s}")(gen, mode)
+                                for s in ("tiles", "tails", "causal"))
+        assert all(c.args[0].shape[2] % 128 == 0 and not c.kwargs["causal"] for c in tiles)
+        assert not any(c.kwargs["causal"] for c in tails) and any(c.args[0].shape[2] % 16 for c in tails)
+        assert all(c.kwargs["causal"] for c in causal) and any(c.args[0].shape[2] % 16 for c in causal)
+        assert {1} < {c.args[0].shape[2] for c in tails}  # one row, and longer ones
+        for cases in (tiles, tails, causal):
+            assert any(flash._kind(c) == "large" for c in cases)
+
+
+def test_per_row_vectors_are_allowed_and_a_score_matrix_is_not():
+    """A FlashAttention-2 kernel may keep a log-sum-exp per (padded) row and a scratch value per row and
+    K/V tile; the scores, even in bf16, do not fit in that allowance."""
+    case = next(c for c in flash._attention_cases(torch.Generator().manual_seed(6), "cpu")
+                if flash.NoScoreMatrix().evaluate({"largest_new_numel": 0}, c) is None
+                and c.args[0].shape[2] > 100)
+    B, H, N, D = case.args[0].shape
+    out = B * H * N * D * 4
+    rows = B * H * math.ceil(N / 128) * 128
+    fa2 = {"store_bytes": out + rows * 4 + rows * 4 * math.ceil(N / 64), "load_bytes": out * (2 + math.ceil(N / 64)),
+           "torch_bytes": 0}
+    assert flash.StoresOnlyOutput().evaluate(fa2, case) is None
+    assert flash.LoadsWithinFlashBound().evaluate({**fa2, "load_bytes": fa2["load_bytes"] + rows * 4 * N // 64},
+                                                  case) is None
+    scores_bf16 = {**fa2, "store_bytes": out + B * H * N * N * 2}
+    assert "something else went to memory" in flash.StoresOnlyOutput().evaluate(scores_bf16, case)
 
 
 def test_every_case_can_fail_zeros_and_the_input():
     """Without the grader's default comparison, prove ours can fail: zeros, q itself, the wrong scale."""
     for case in flash._attention_cases(torch.Generator().manual_seed(3), "cpu"):
-        want = flash._attention_reference(*case.args, **case.kwargs)
+        want = attention_float64(*case.args, **case.kwargs)
         wrap = lambda out: {"out": out, "device": "cpu", "kv_reads": 1}  # noqa: E731
         assert flash._compare_attention(wrap(torch.zeros_like(case.args[0])), want, case)
         assert flash._compare_attention(wrap(case.args[0].clone()), want, case)
@@ -93,8 +150,8 @@ def test_the_naive_way_trips_the_byte_requirements():
     assert flash.StoresOnlyOutput().evaluate(flash_like, case) is None
     assert flash.LoadsWithinFlashBound().evaluate(flash_like, case) is None
     assert flash.NoScoreMatrix().evaluate(flash_like, case) is None
-    lse_slack = 8 * B * H * N  # one log-sum-exp per row may be read back too
-    over = {**flash_like, "load_bytes": flash_like["load_bytes"] + lse_slack + 1}
+    row_slack = flash.row_vector_bytes(case)  # per-row vectors may be read back too
+    over = {**flash_like, "load_bytes": flash_like["load_bytes"] + row_slack + 1}
     assert "at most" in flash.LoadsWithinFlashBound().evaluate(over, case)
 
 

@@ -1,7 +1,7 @@
 """Lesson 08 (FlashAttention): wrong answers fail `flash.attention` for the right reason.
 
-Each file in tests/submissions/flash/ is one mistake (its docstring says which). They are graded
-two at a time (each grade runs in its own child process) to keep this file quick."""
+Each file in tests/submissions/flash/ is one mistake (its docstring says which), or a right kernel that
+must pass. They are graded two at a time (each grade runs in its own child process) to keep this file quick."""
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,23 +23,31 @@ EXPECTED = {
     "wrong_scale.py": ["values wrong (case"],
     "last_tile.py": ["values wrong (case", "full"],
     "no_rescale.py": ["nan or inf values", "subtract the running row maximum", "large"],
+    "same_strides.py": ["values wrong (case", "packed_kv", "strides of their own"],
 }
 if runtime.INTERPRETER:  # bytes and per-program reads are counted under the interpreter only
     EXPECTED["kv_twice.py"] = ["read the same element of k or v 2 times"]
     EXPECTED["materialises.py"] = ["score matrix", "something else went to memory", "2 triton launches"]
 
 
+RIGHT = ["good_pointers.py", "fa2_scratch.py"]  # must pass
+
+# (file, stage): a kernel right up to a stage passes it and fails the next one
+STAGES = [("last_tile.py", "flash.attention_tiles", True), ("last_tile.py", "flash.attention_tails", False),
+          ("ignores_causal.py", "flash.attention_tails", True), ("ignores_causal.py", "flash.attention_causal", False)]
+
+
 @pytest.fixture(scope="module")
 def reports():
-    names = sorted(EXPECTED) + ["good_pointers.py"]
+    jobs = [(n, "flash.attention") for n in sorted(EXPECTED) + RIGHT] + [(n, stage) for n, stage, _ in STAGES]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = pool.map(lambda n: grade("flash.attention", from_path(f"{FLASH / n}:attention"), seed=SEED), names)
-        return dict(zip(names, done))
+        done = pool.map(lambda job: grade(job[1], from_path(f"{FLASH / job[0]}:attention"), seed=SEED), jobs)
+        return dict(zip(jobs, done))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_mistake_fails_for_the_right_reason(reports, name):
-    report = reports[name]
+    report = reports[(name, "flash.attention")]
     text = " ".join(report.reasons).lower()
     assert report.status == FAILED, report.reasons
     for phrase in EXPECTED[name]:
@@ -48,10 +56,21 @@ def test_mistake_fails_for_the_right_reason(reports, name):
 
 def test_values_right_but_kv_read_twice_is_still_correct(reports):
     if runtime.INTERPRETER:
-        assert reports["kv_twice.py"].correct is False  # the re-reads are reported with the values
-        assert "values wrong" not in " ".join(reports["kv_twice.py"].reasons)
+        report = reports[("kv_twice.py", "flash.attention")]
+        assert report.correct is False  # the re-reads are reported with the values
+        assert "values wrong" not in " ".join(report.reasons)
 
 
-def test_a_plain_pointer_kernel_passes(reports):
-    report = reports["good_pointers.py"]
+@pytest.mark.parametrize("name", RIGHT)
+def test_a_right_kernel_passes(reports, name):
+    # fa2_scratch.py keeps a padded log-sum-exp and a scratch vector per K/V tile in memory: allowed
+    report = reports[(name, "flash.attention")]
     assert report.status == PASSED, report.reasons
+
+
+@pytest.mark.parametrize("name,stage,passes", STAGES, ids=[f"{n}-{s}" for n, s, _ in STAGES])
+def test_each_stage_checks_what_it_adds(reports, name, stage, passes):
+    report = reports[(name, stage)]
+    assert report.status == (PASSED if passes else FAILED), report.reasons
+    if not passes:
+        assert "values wrong (case" in " ".join(report.reasons)

@@ -54,11 +54,13 @@ def snapshot(root: Path) -> dict:
             if p.is_file()}
 
 
-def test_gradebook_grades_a_class_and_leaves_submissions_untouched(submissions, tmp_path, capsys):
+def test_gradebook_grades_a_class_and_leaves_submissions_untouched(submissions, tmp_path, capsys, monkeypatch):
     before = snapshot(submissions)
     out = tmp_path / "out"
+    monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path / "instructor-cache"))
     assert cli.main(["gradebook", str(submissions), "--out", str(out), "--timeout", "300"]) == 0
     assert snapshot(submissions) == before  # same files, same bytes, same mtimes (scratch.txt went to the copy)
+    assert not (tmp_path / "instructor-cache" / "hints.json").exists()  # alice's passes unlock nobody's solutions
 
     rows = {(r["learner"], r["exercise"]): r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
     assert rows[("alice", "factory.intensity")]["status"] == "passed"

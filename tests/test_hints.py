@@ -1,12 +1,19 @@
 """Hints in tiers: one hint per call, the solution last (or once the check passed); off for graded sessions."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 import gpuprinciples
 from gpuprinciples import exercises, hints
 from gpuprinciples.grading import check
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSES_A_CHECK = "tests/fixtures/hints/passes_a_check.ipynb"
 
 
 @pytest.fixture(autouse=True)
@@ -65,3 +72,22 @@ def test_every_function_exercise_has_a_readable_solution():
         if ex.kind == "function":
             text = hints.solution_text(ex)
             assert "def " in text, ex.id
+
+
+def test_a_pytest_run_of_notebooks_leaves_the_learners_hint_state_alone(tmp_path):
+    """The README's test command runs every solution notebook, and each passes its checks: those passes
+    must not unlock the solutions of whoever ran it. The repository's conftest.py gives the run a cache of
+    its own; without it (--noconftest) the same run records the pass where the learner's hints look."""
+    learner = tmp_path / ".cache" / "gpuprinciples"  # the default place, under this HOME
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GPUPRINCIPLES_"))}
+    env["HOME"] = str(tmp_path)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax", PASSES_A_CHECK]
+
+    def run(*extra):
+        done = subprocess.run([*cmd, *extra], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    run()
+    assert not (learner / "hints.json").exists()
+    run("--noconftest")
+    assert "factory.intensity" in json.loads((learner / "hints.json").read_text())["passed"]

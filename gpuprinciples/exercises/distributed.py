@@ -1,9 +1,14 @@
 """Lesson 09, distributed training: real torch.distributed, graded on N gloo ranks.
 
-A learner's function runs unchanged on every rank. The grader's child process forks N gloo ranks
+A learner's function runs unchanged on every rank. The grader's child process starts N gloo ranks
 (`distributed.run_ranks`), each rank calls the function under `count_collectives()`, and the
-parent compares every rank's result with a single-process reference and reads the counted
+grader compares every rank's result with a single-process reference and reads the counted
 collectives: how many, which kind, how many bytes.
+
+A case holds the data itself (drawn in the grader's process), never a seed to rebuild it from, and
+each rank is sent only its own share (`run_ranks(per_rank=...)`, ranks forked from a fresh server):
+a rank's code that walks its frames or its memory finds its own slice, nothing from which the
+answer could be had without communicating. References are computed in the grader's process.
 """
 
 from __future__ import annotations
@@ -18,19 +23,17 @@ from .base import Case, FunctionExercise, ValueExercise
 # -------------------------------------------------------------------------------------------------
 
 
-def _ddp_problem(seed: int, dims: tuple, batch: int, frozen: bool):
-    """The same tiny model and batch on every rank (and in the reference), from one seed."""
-    gen = torch.Generator().manual_seed(seed)
-    d_in, hidden, d_out = dims
-    model = torch.nn.Sequential(torch.nn.Linear(d_in, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, d_out))
+def _ddp_model(weights: list, frozen: bool) -> torch.nn.Module:
+    """Linear → Tanh → Linear with the given weights (w1, b1, w2, b2)."""
+    w1, _, w2, _ = weights
+    model = torch.nn.Sequential(torch.nn.Linear(w1.shape[1], w1.shape[0]), torch.nn.Tanh(),
+                                torch.nn.Linear(w2.shape[1], w2.shape[0]))
     with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+        for p, w in zip(model.parameters(), weights):
+            p.copy_(w)
     if frozen:  # a frozen parameter has no .grad: a solution must leave it alone
         model[0].bias.requires_grad_(False)
-    x = torch.randn(batch, d_in, generator=gen)
-    y = torch.randn(batch, d_out, generator=gen)
-    return model, x, y
+    return model
 
 
 def _local_grads(model, x, y):
@@ -39,9 +42,10 @@ def _local_grads(model, x, y):
     return [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]
 
 
-def _ddp_rank(rank, world, fn, seed, dims, per_rank, frozen):
-    model, x, y = _ddp_problem(seed, dims, per_rank * world, frozen)
-    _local_grads(model, x.chunk(world)[rank], y.chunk(world)[rank])
+def _ddp_rank(rank, world, fn, weights, frozen, x, y):
+    """One rank: the shared model, and this rank's slice of the batch only (`per_rank`)."""
+    model = _ddp_model(weights, frozen)
+    _local_grads(model, x, y)
     with D.count_collectives() as counted:
         fn(model)
     return {"grads": [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()],
@@ -49,14 +53,15 @@ def _ddp_rank(rank, world, fn, seed, dims, per_rank, frozen):
 
 
 def _ddp_run(fn, args, kwargs):
-    world = args[0]
-    return D.run_ranks(_ddp_rank, world, (fn, *args[1:]), timeout=180)
+    world, weights, xs, ys, frozen = args
+    return D.run_ranks(_ddp_rank, world, (fn, weights, frozen), per_rank=list(zip(xs, ys)), timeout=180)
 
 
-def _ddp_reference(world, seed, dims, per_rank, frozen):
-    model, x, y = _ddp_problem(seed, dims, per_rank * world, frozen)
-    local = [_local_grads(model, x.chunk(world)[r], y.chunk(world)[r]) for r in range(world)]
-    return {"grads": _local_grads(model, x, y), "local": local}
+def _ddp_reference(world, weights, xs, ys, frozen):
+    """In the grader's process: the gradient of the whole batch, and each rank's own."""
+    model = _ddp_model(weights, frozen)
+    local = [_local_grads(model, x, y) for x, y in zip(xs, ys)]
+    return {"grads": _local_grads(model, torch.cat(xs), torch.cat(ys)), "local": local}
 
 
 def _ddp_cases(gen: torch.Generator, mode: str) -> list[Case]:
@@ -65,12 +70,16 @@ def _ddp_cases(gen: torch.Generator, mode: str) -> list[Case]:
     specs = [(2, False), (3, True), (2, True)]  # world size 3 catches a hard-coded "/ 2"
     cases = []
     for world, frozen in specs:
-        dims = (draw(3, 12), draw(5, 40), draw(1, 6))
+        d_in, hidden, d_out = draw(3, 12), draw(5, 40), draw(1, 6)
         per_rank = draw(2, 9)
-        seed = draw(0, 2**31)
-        label = f"{world} ranks, Linear{dims[:2]}→Linear{dims[1:]}, {per_rank} samples per rank" + (
+        weights = [torch.randn(shape, generator=gen) * 0.5
+                   for shape in ((hidden, d_in), (hidden,), (d_out, hidden), (d_out,))]
+        # each rank's slice is drawn apart: the case holds data, never a seed to rebuild it from
+        xs = [torch.randn(per_rank, d_in, generator=gen) for _ in range(world)]
+        ys = [torch.randn(per_rank, d_out, generator=gen) for _ in range(world)]
+        label = f"{world} ranks, Linear{(d_in, hidden)}→Linear{(hidden, d_out)}, {per_rank} samples per rank" + (
             ", one frozen parameter" if frozen else "")
-        cases.append(Case(label, (world, seed, dims, per_rank, frozen)))
+        cases.append(Case(label, (world, weights, xs, ys, frozen)))
     return cases
 
 
@@ -163,12 +172,8 @@ ALLREDUCE_GRADIENTS = FunctionExercise(
 # -------------------------------------------------------------------------------------------------
 
 
-def _ring_data(seed: int, rank: int, numel: int) -> torch.Tensor:
-    return torch.randn(numel, generator=torch.Generator().manual_seed(seed * 1009 + rank))
-
-
-def _ring_rank(rank, world, fn, numel, seed):
-    x = _ring_data(seed, rank, numel)
+def _ring_rank(rank, world, fn, x):
+    """One rank: its own tensor only (`per_rank`)."""
     with D.count_collectives() as counted:
         out = fn(x)
     return {"out": out.detach().clone() if isinstance(out, torch.Tensor) else None,
@@ -176,12 +181,12 @@ def _ring_rank(rank, world, fn, numel, seed):
 
 
 def _ring_run(fn, args, kwargs):
-    world, numel, seed = args
-    return D.run_ranks(_ring_rank, world, (fn, numel, seed), timeout=180)
+    world, xs = args
+    return D.run_ranks(_ring_rank, world, (fn,), per_rank=[(x,) for x in xs], timeout=180)
 
 
-def _ring_reference(world, numel, seed):
-    return torch.stack([_ring_data(seed, r, numel).double() for r in range(world)]).sum(0)
+def _ring_reference(world, xs):
+    return torch.stack(xs).double().sum(0)
 
 
 def _ring_cases(gen: torch.Generator, mode: str) -> list[Case]:
@@ -189,8 +194,8 @@ def _ring_cases(gen: torch.Generator, mode: str) -> list[Case]:
     for world in (2, 3, 4):
         numel = int(torch.randint(40, 400, (1,), generator=gen))
         numel += 1 if numel % world == 0 else 0  # chunks of unequal size
-        seed = int(torch.randint(0, 2**31, (1,), generator=gen))
-        cases.append(Case(f"{world} ranks, {numel} float32 elements", (world, numel, seed)))
+        xs = [torch.randn(numel, generator=gen) for _ in range(world)]
+        cases.append(Case(f"{world} ranks, {numel} float32 elements", (world, xs)))
     return cases
 
 
@@ -200,7 +205,8 @@ def ring_budget(world: int, numel: int, element_size: int = 4) -> int:
 
 
 def _ring_compare(got, expected, case: Case) -> list[str]:
-    world, numel, seed = case.args
+    world, xs = case.args
+    numel = xs[0].numel()
     where = f" (case {case.label})"
     reasons = []
     size = numel * 4
@@ -214,8 +220,7 @@ def _ring_compare(got, expected, case: Case) -> list[str]:
         elif not torch.allclose(out.double(), expected, rtol=1e-5, atol=1e-5):
             wrong = ~torch.isclose(out.double(), expected, rtol=1e-5, atol=1e-5)
             first = int(torch.nonzero(wrong)[0])
-            mine = _ring_data(seed, rank, numel).double()
-            if torch.allclose(out.double(), mine):
+            if torch.allclose(out.double(), xs[rank].double()):
                 reasons.append(f"rank {rank} returned its own input: nothing was summed{where}")
             else:
                 chunk = next(c for c, idx in enumerate(torch.arange(numel).tensor_split(world)) if first in idx)

@@ -1,13 +1,18 @@
 """Lesson 08, FlashAttention: attention without the N×N matrix in memory.
 
-Three exercises:
+The exercises:
 
 * `flash.score_gib`: predict the memory of the score matrix (a number);
 * `flash.merge`: merge two partial softmax statistics (max, sum): the heart of the online softmax;
 * `flash.attention`: a blocked attention forward in Triton, graded on correctness against float64
-  and, under the interpreter, on what it moves: it may store only the output (and one log-sum-exp
-  per row), may load K and V at most once per program (one program per query tile), and the total
-  it loads must stay within the FlashAttention bound for tiles of 16 or more query rows.
+  and, under the interpreter, on what it moves: it may store only the output and per-row vectors
+  (a log-sum-exp, scratch per K/V tile: O(rows × tiles), never N×N), may load K and V at most once
+  per program (one program per query tile), and the total it loads must stay within the
+  FlashAttention bound for tiles of 16 or more query rows. q, k and v arrive with strides of their
+  own (k and v may be views of one packed tensor).
+* `flash.attention_tiles`, `flash.attention_tails`, `flash.attention_causal`: the same kernel checked
+  on the way there, a stage at a time (no masks needed; partial tiles; the causal mask), each with
+  its own cases and the same requirements.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import numpy as np
 import torch
 
 from .. import counters, runtime
+from ..kernels.attention import attention_float64, naive_attention, sdpa
 from .base import (
     Case,
     FunctionExercise,
@@ -131,10 +137,12 @@ def merge(m1, s1, m2, s2):
 
 
 # -------------------------------------------------------------------------------------------------
-# flash.attention
+# flash.attention, and the three stages that lead to it
 # -------------------------------------------------------------------------------------------------
 
 BLOCK_M_MIN = 16  # the smallest query tile the load budget allows for
+BLOCK_N_MIN = 16  # the smallest K/V tile a per-row scratch vector may be kept for
+ROW_PAD = 256  # per-row vectors (log-sum-exp, scratch) may be padded to a query tile of up to this many rows
 
 
 def _shape(case: Case):
@@ -146,11 +154,21 @@ def _size(case: Case, elements: int) -> int:
 
 
 def naive_bytes(case: Case) -> dict:
-    """What the textbook three-step attention moves on top of Q, K, V and O: S written, read,
-    P written, read back for P·V (each N×N per head, in the input's dtype)."""
+    """What PyTorch's `softmax((q @ kᵀ) * scale) @ v` moves on top of Q, K, V and O: S written, read and
+    written again scaled, read by the softmax, P written and read back for P·V (N×N per head each)."""
     B, H, N, D = _shape(case)
     matrix = _size(case, B * H * N * N)
-    return {"stores": 2 * matrix, "loads": 2 * matrix}
+    return {"stores": 3 * matrix, "loads": 3 * matrix}
+
+
+def row_vector_bytes(case: Case) -> int:
+    """Per-row vectors a FlashAttention-2 kernel may keep in memory: a log-sum-exp (8 bytes) per row and a
+    float32 scratch value per row for each K/V tile of ≥ 16 keys, rows padded to a tile of ≤ 256. That is
+    O(rows × tiles), N/4 bytes per row at most: an N×N matrix of scores (4N bytes per row in float32,
+    2N in bf16) does not fit in it."""
+    B, H, N, D = _shape(case)
+    rows = B * H * ROW_PAD * math.ceil(N / ROW_PAD)
+    return rows * (8 + 4 * math.ceil(N / BLOCK_N_MIN))
 
 
 class _Counted(Requirement):
@@ -158,25 +176,26 @@ class _Counted(Requirement):
 
 
 class StoresOnlyOutput(_Counted):
-    """Stored bytes ≤ the output + one log-sum-exp per row (up to 8 bytes each)."""
+    """Stored bytes ≤ the output + per-row vectors (`row_vector_bytes`)."""
 
     def describe(self) -> str:
-        return "stores only the output (and one log-sum-exp per row): no N×N matrix in memory"
+        return "stores only the output and per-row vectors (log-sum-exp, scratch): no N×N matrix in memory"
 
     def evaluate(self, counts, case):
         B, H, N, D = _shape(case)
-        allowed = _size(case, B * H * N * D) + 8 * B * H * N
+        allowed = _size(case, B * H * N * D) + row_vector_bytes(case)
         stored = counts["store_bytes"]
         if stored > allowed:
-            return (f"stored {_fmt_bytes(stored)} in case {case.label}, where the output and a log-sum-exp per row "
-                    f"are {_fmt_bytes(allowed)}: something else went to memory (the scores?). The naive way "
-                    f"stores {_fmt_bytes(naive_bytes(case)['stores'])} of S and P on top of the output")
+            return (f"stored {_fmt_bytes(stored)} in case {case.label}, where the output and per-row vectors "
+                    f"(a log-sum-exp, a scratch value per K/V tile) are at most {_fmt_bytes(allowed)}: something "
+                    f"else went to memory (the scores?). The naive way stores "
+                    f"{_fmt_bytes(naive_bytes(case)['stores'])} of S and P on top of the output")
         return None
 
 
 class LoadsWithinFlashBound(_Counted):
-    """Loaded bytes (plus PyTorch copies and fills) ≤ Q + an O-sized buffer + ceil(N/16)·(K + V):
-    each query tile of ≥ 16 rows may read all of K and V once."""
+    """Loaded bytes (plus PyTorch copies and fills) ≤ Q + an O-sized buffer + ceil(N/16)·(K + V) + per-row
+    vectors read back: each query tile of ≥ 16 rows may read all of K and V once."""
 
     def describe(self) -> str:
         return f"loads at most Q + O + ⌈N/{BLOCK_M_MIN}⌉·(K + V): K and V once per query tile"
@@ -184,7 +203,7 @@ class LoadsWithinFlashBound(_Counted):
     def evaluate(self, counts, case):
         B, H, N, D = _shape(case)
         head = _size(case, B * H * N * D)
-        allowed = 2 * head + math.ceil(N / BLOCK_M_MIN) * 2 * head + 8 * B * H * N
+        allowed = 2 * head + math.ceil(N / BLOCK_M_MIN) * 2 * head + row_vector_bytes(case)
         moved = counts["load_bytes"] + counts["torch_bytes"]
         if moved > allowed:
             return (f"loaded {_fmt_bytes(counts['load_bytes'])}"
@@ -212,19 +231,43 @@ class NoScoreMatrix(Requirement):
         return None
 
 
+# How q, k and v arrive. Each is [B, H, N, D] with the last dim contiguous; the rest varies, and q, k and v
+# need not share strides: a kernel must take each tensor's own. Row strides stay multiples of 16 bytes
+# (what a tensor descriptor needs, and what real projections produce).
+LAYOUTS = {
+    "normal": "q, k, v contiguous",
+    "large": "contiguous, scores of std 64",
+    "strided": "q, k, v each a [B, N, H, D] tensor seen as [B, H, N, D]",
+    "packed_kv": "q contiguous; k and v two views of one [B, N, 2, H, D] tensor",
+    "mixed": "q a [B, N, H, D] view, k contiguous, v rows padded to D + 8",
+}
+
+
 def _attention_values(gen, shape, kind, dtype):
     B, H, N, D = shape
     if kind == "strided":  # [B, N, H, D] seen as [B, H, N, D]: how a projection's output arrives
         return tuple(torch.randn(B, N, H, D, generator=gen).to(dtype).transpose(1, 2) for _ in range(3))
+    if kind == "packed_kv":  # one projection for K and V: k and v share a storage and its strides
+        q = torch.randn(shape, generator=gen).to(dtype)
+        kv = torch.randn(B, N, 2, H, D, generator=gen).to(dtype)
+        return q, kv[:, :, 0].transpose(1, 2), kv[:, :, 1].transpose(1, 2)
+    if kind == "mixed":  # three stride sets
+        q = torch.randn(B, N, H, D, generator=gen).to(dtype).transpose(1, 2)
+        k = torch.randn(shape, generator=gen).to(dtype)
+        v = torch.randn(B, H, N, D + 8, generator=gen).to(dtype)[..., :D]
+        return q, k, v
     q, k, v = (torch.randn(shape, generator=gen) for _ in range(3))
     if kind == "large":  # scores of std 64: exp overflows unless the running maximum is subtracted
         q, k = q * 8, k * 8
     return q.to(dtype), k.to(dtype), v.to(dtype)
 
 
-def _odd(gen, low: int, high: int) -> int:
-    n = int(torch.randint(low, high, (1,), generator=gen))
-    return n + 1 if n % 16 == 0 else n
+def _odd(low: int, high: int):
+    """A sequence length drawn from [low, high) that no tile size of 16 or more divides."""
+    def draw(gen) -> int:
+        n = int(torch.randint(low, high, (1,), generator=gen))
+        return n + 1 if n % 16 == 0 else n
+    return draw
 
 
 # per (dtype, kind): (rtol, atol). float32 scores of std 64 carry ~1e-5 of rounding from the inputs
@@ -238,58 +281,78 @@ ATTENTION_TOLERANCES = {
     (torch.bfloat16, "large"): (2.4e-2, 2.4e-2),
 }
 
+# Each exercise's cases, per mode: (B, H, N, D, causal, layout), N a number or drawn by _odd. On a CPU they
+# stay small (the interpreter runs tl.dot as NumPy, tile by tile), yet N > B·H·D where an N×N tensor must
+# be told apart from the output; float32 there, bf16 and fp16 in turn on a GPU.
+F, T = False, True
+ATTENTION_SPECS = {
+    # stage 1: the loop itself. No mask is needed: N is a multiple of every tile up to 128
+    "flash.attention_tiles": {
+        "cpu": [(1, 1, 128, 32, F, "normal"), (1, 2, 256, 64, F, "normal"), (1, 1, 128, 128, F, "large"),
+                (2, 1, 256, 32, F, "normal")],
+        "gpu": [(1, 2, 128, 64, F, "normal"), (2, 3, 512, 64, F, "normal"), (1, 4, 1024, 128, F, "large"),
+                (2, 2, 256, 32, F, "normal")],
+    },
+    # stage 2: partial tiles. N is not a multiple of any tile: masked loads, -inf for keys past N
+    "flash.attention_tails": {
+        "cpu": [(1, 1, 1, 32, F, "normal"), (1, 1, _odd(3, 15), 64, F, "normal"),
+                (1, 2, _odd(130, 180), 64, F, "normal"), (2, 1, _odd(70, 140), 32, F, "large"),
+                (1, 1, 128, 64, F, "normal")],
+        "gpu": [(1, 1, 1, 32, F, "normal"), (1, 2, _odd(3, 40), 64, F, "normal"),
+                (2, 3, _odd(300, 700), 64, F, "normal"), (1, 4, _odd(500, 1000), 128, F, "large"),
+                (2, 2, 512, 128, F, "normal")],
+    },
+    # stage 3: causal, with and without partial tiles
+    "flash.attention_causal": {
+        "cpu": [(1, 1, 1, 32, T, "normal"), (1, 1, _odd(3, 15), 64, T, "normal"), (1, 2, 128, 64, T, "normal"),
+                (2, 1, _odd(70, 140), 32, T, "normal"), (1, 1, _odd(140, 200), 128, T, "large")],
+        "gpu": [(1, 1, 1, 32, T, "normal"), (1, 2, _odd(3, 40), 64, T, "normal"), (2, 2, 512, 64, T, "normal"),
+                (2, 2, _odd(500, 1000), 128, T, "normal"), (2, 2, _odd(200, 400), 32, T, "large")],
+    },
+    # everything at once, and q, k, v in layouts of their own
+    "flash.attention": {
+        "cpu": [(1, 1, 1, 32, F, "normal"), (1, 1, _odd(3, 15), 64, T, "normal"),
+                (1, 2, _odd(130, 180), 64, F, "normal"), (2, 1, _odd(70, 140), 32, T, "normal"),
+                (1, 1, _odd(140, 200), 128, T, "large"), (1, 2, _odd(70, 150), 32, F, "large"),
+                (1, 2, _odd(40, 100), 32, T, "strided"), (1, 2, _odd(70, 150), 32, F, "packed_kv"),
+                (2, 1, _odd(70, 120), 64, T, "mixed"), (1, 1, 128, 64, F, "normal")],
+        "gpu": [(1, 1, 1, 32, F, "normal"), (1, 2, _odd(3, 40), 64, T, "normal"),
+                (2, 3, _odd(300, 700), 64, F, "normal"), (2, 2, _odd(500, 1000), 128, T, "normal"),
+                (1, 4, _odd(500, 1000), 128, F, "large"), (2, 2, _odd(200, 400), 32, T, "large"),
+                (1, 3, _odd(200, 400), 64, T, "strided"), (2, 2, _odd(200, 400), 64, F, "packed_kv"),
+                (1, 3, _odd(200, 400), 128, T, "mixed"), (2, 2, 512, 128, F, "normal")],
+    },
+}
 
-def _attention_cases(gen: torch.Generator, mode: str) -> list[Case]:
-    # (B, H, N, D, causal, kind); N odd, so no tile size divides it, except one exact multiple of 64.
-    if mode == "cpu":
-        dtypes = [torch.float32]
-        # kept small (the interpreter runs tl.dot as NumPy, tile by tile), yet N > B·H·D where an
-        # N×N tensor must be told apart from the output
-        specs = [(1, 1, 1, 32, False, "normal"),
-                 (1, 1, _odd(gen, 3, 15), 64, True, "normal"),
-                 (1, 2, _odd(gen, 130, 180), 64, False, "normal"),
-                 (2, 1, _odd(gen, 70, 140), 32, True, "normal"),
-                 (1, 1, _odd(gen, 140, 200), 128, True, "large"),
-                 (1, 2, _odd(gen, 70, 150), 32, False, "large"),
-                 (1, 2, _odd(gen, 40, 100), 32, True, "strided"),
-                 (1, 1, 128, 64, False, "normal")]
-    else:
-        dtypes = [torch.bfloat16, torch.float16]
-        specs = [(1, 1, 1, 32, False, "normal"),
-                 (1, 2, _odd(gen, 3, 40), 64, True, "normal"),
-                 (2, 3, _odd(gen, 300, 700), 64, False, "normal"),
-                 (2, 2, _odd(gen, 500, 1000), 128, True, "normal"),
-                 (1, 4, _odd(gen, 500, 1000), 128, False, "large"),
-                 (2, 2, _odd(gen, 200, 400), 32, True, "large"),
-                 (1, 3, _odd(gen, 200, 400), 64, True, "strided"),
-                 (2, 2, 512, 128, False, "normal")]
-    cases = []
-    for i, (B, H, N, D, causal, kind) in enumerate(specs):
-        dtype = dtypes[i % len(dtypes)]
-        args = _attention_values(gen, (B, H, N, D), kind, dtype)
-        decoy = _attention_values(gen, (B, H, N, D), "normal", dtype)
-        label = (f"B={B} H={H} N={N} D={D} {'causal' if causal else 'full'} {kind} "
-                 f"{str(dtype).replace('torch.', '')}")
-        cases.append(Case(label, args, {"causal": causal}, decoy=decoy))
+
+def _cases_for(exercise_id: str):
+    def cases(gen: torch.Generator, mode: str) -> list[Case]:
+        dtypes = [torch.float32] if mode == "cpu" else [torch.bfloat16, torch.float16]
+        found = []
+        for i, (B, H, N, D, causal, kind) in enumerate(ATTENTION_SPECS[exercise_id][mode]):
+            N = N(gen) if callable(N) else N
+            dtype = dtypes[i % len(dtypes)]
+            args = _attention_values(gen, (B, H, N, D), kind, dtype)
+            decoy = _attention_values(gen, (B, H, N, D), kind, dtype)
+            label = (f"B={B} H={H} N={N} D={D} {'causal' if causal else 'full'} {kind} "
+                     f"{str(dtype).replace('torch.', '')}")
+            found.append(Case(label, args, {"causal": causal}, decoy=decoy))
+        return found
+    cases.__name__ = f"cases_{exercise_id.split('.')[1]}"
     return cases
 
 
-def _attention_reference(q, k, v, causal: bool = False):
-    """float64 softmax(q kᵀ/√D) v, one batch at a time (the timing input's scores are 8 GiB in float64)."""
-    outs = []
-    for b in range(q.shape[0]):
-        qb, kb, vb = q[b].double(), k[b].double(), v[b].double()
-        s = qb @ kb.transpose(-2, -1) / math.sqrt(q.shape[-1])
-        if causal:
-            n = q.shape[-2]
-            s.masked_fill_(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), -math.inf)
-        outs.append(torch.softmax(s, dim=-1) @ vb)
-        del s
-    return torch.stack(outs)
+_attention_cases = _cases_for("flash.attention")
 
 
 def _kind(case: Case) -> str:
     return "large" if " large " in case.label else "normal"
+
+
+def _extent(t: torch.Tensor) -> torch.Tensor:
+    """A 1-D view of every element from `t`'s first to its last: where a strided view's loads can land."""
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1 if t.numel() else 0
+    return t.as_strided((last,), (1,), t.storage_offset())
 
 
 def _attention_run(fn, args, kwargs):
@@ -302,8 +365,8 @@ def _attention_run(fn, args, kwargs):
         out = fn(*args, **kwargs)
     q, k, v = args
     most = 0
-    for name, t in (("K", k), ("V", v)):
-        for program, ops in counters.touched(rec, t).items():
+    for t in (k, v):
+        for program, ops in counters.touched(rec, _extent(t)).items():
             loads = ops["load"]
             if loads.size:
                 most = max(most, int(np.bincount(loads).max()))
@@ -340,6 +403,10 @@ def _compare_attention(got, want, case) -> list[str]:
     if out.dtype != q.dtype:
         return [f"dtype {out.dtype}, expected {q.dtype} (the inputs' dtype){where}"]
     reasons = _close(out, want, *ATTENTION_TOLERANCES[(q.dtype, _kind(case))], where)
+    if reasons and any(k in case.label for k in (" packed_kv ", " mixed ", " strided ")):
+        k, v = case.args[1], case.args[2]
+        reasons.append(f"here q, k and v have strides of their own (q {tuple(q.stride())}, k {tuple(k.stride())}, "
+                       f"v {tuple(v.stride())}): pass and use each tensor's strides")
     if kv_reads is not None and kv_reads > 1:
         reasons.append(f"one program read the same element of K or V {kv_reads} times{where}: each query tile "
                        f"should stream K and V past its Q tile once (keep the Q tile, not the K/V tile, fixed)")
@@ -347,17 +414,14 @@ def _compare_attention(got, want, case) -> list[str]:
 
 
 def _naive(q, k, v, causal=False):
-    from ..kernels.attention import naive_attention
     return naive_attention(q, k, v, causal)
 
 
 def _sdpa_flash(q, k, v, causal=False):
-    from ..kernels.attention import sdpa
     return sdpa("FLASH_ATTENTION")(q, k, v, causal)
 
 
 def _sdpa_cudnn(q, k, v, causal=False):
-    from ..kernels.attention import sdpa
     return sdpa("CUDNN_ATTENTION")(q, k, v, causal)
 
 
@@ -367,18 +431,45 @@ def _timing_inputs(gen, device):
     return q, k, v, False
 
 
-ATTENTION = FunctionExercise(
-    id="flash.attention",
-    title="FlashAttention forward in Triton",
-    signature=("attention(q, k, v, causal=False) -> Tensor  # q, k, v: [B, H, N, D], last dim contiguous "
-               "(other dims may be strided); D in {32, 64, 128}; scale 1/sqrt(D); float32 on CPU, "
-               "bf16/fp16 on a GPU"),
-    cases=_attention_cases,
-    reference=_attention_reference,
-    run=_attention_run,
-    compare=_compare_attention,
-    requirements=(LaunchesTriton(), MaxLaunches(1), NoTorchCompute(), NoScoreMatrix(),
-                  StoresOnlyOutput(), LoadsWithinFlashBound()),
+SIGNATURE = ("attention(q, k, v, causal=False) -> Tensor  # q, k, v: [B, H, N, D], last dim contiguous, "
+             "each with strides of its own; D in {32, 64, 128}; scale 1/sqrt(D); float32 on CPU, bf16/fp16 on a GPU")
+REQUIREMENTS = (LaunchesTriton(), MaxLaunches(1), NoTorchCompute(), NoScoreMatrix(), StoresOnlyOutput(),
+                LoadsWithinFlashBound())
+KV_ONCE = ((("cpu",), "each program reads each element of K and V at most once"),)
+HINTS = (
+    "One program per (query tile, batch·head): grid = (cdiv(N, BLOCK_M), B * H). Load the Q tile once.",
+    "Loop over K/V tiles of BLOCK_N rows: s = tl.dot(q, k.T) * scale, then the online softmax: "
+    "m_new = max(m, rowmax(s)); p = exp(s - m_new); alpha = exp(m - m_new); l = l·alpha + rowsum(p); "
+    "acc = acc·alpha + p @ v; m = m_new. Divide acc by l once at the end.",
+    "Keys past N (the last, partial tile) must get score -inf, not 0: a zero-padded key still counts in l.",
+    "Causal: query i sees keys j ≤ i. Tiles entirely left of the diagonal need no mask, tiles right of "
+    "it need no work at all: stop the loop at the end of the query tile.",
+    "Strides: the base of head (b, h) is ptr + b·stride(0) + h·stride(1); rows are stride(2) apart. q, k "
+    "and v may each have other strides (k and v can be two views of one packed tensor): pass all of them.",
+    "On a GPU: exp2 with log2(e) folded into the scale, BLOCK_M=128, BLOCK_N=64, num_stages 3-4, and "
+    "tl.make_tensor_descriptor for the tile loads.",
+)
+
+
+def _attention_exercise(exercise_id: str, title: str, stage: str, hints: tuple, timing: Timing | None = None):
+    return FunctionExercise(
+        id=exercise_id, title=title, signature=SIGNATURE + stage, cases=_cases_for(exercise_id),
+        reference=attention_float64, run=_attention_run, compare=_compare_attention, requirements=REQUIREMENTS,
+        judges=KV_ONCE, timing=timing, timeout_s=180.0, solution="gpuprinciples.kernels.attention:attention",
+        hints=hints)
+
+
+ATTENTION_TILES = _attention_exercise(
+    "flash.attention_tiles", "FlashAttention, step 1: the tiled loop (N a multiple of the tile, not causal)",
+    "; here causal=False and N is a multiple of 128", HINTS[:2] + HINTS[4:5])
+ATTENTION_TAILS = _attention_exercise(
+    "flash.attention_tails", "FlashAttention, step 2: partial tiles (any N, not causal)",
+    "; here causal=False, N any length", HINTS[2:3] + HINTS[:2])
+ATTENTION_CAUSAL = _attention_exercise(
+    "flash.attention_causal", "FlashAttention, step 3: the causal mask", "; here causal=True, N any length",
+    HINTS[3:4] + HINTS[2:3])
+ATTENTION = _attention_exercise(
+    "flash.attention", "FlashAttention forward in Triton", "", HINTS,
     timing=Timing(
         inputs=_timing_inputs,
         baselines={"naive": _naive, "sdpa_flash": _sdpa_flash, "sdpa_cudnn": _sdpa_cudnn},
@@ -387,21 +478,6 @@ ATTENTION = FunctionExercise(
         // (2 if args[3] else 1),
         min_speedup={"naive": 2.0},
         min_bandwidth_fraction=None,
-    ),
-    timeout_s=180.0,
-    solution="gpuprinciples.kernels.attention:attention",
-    hints=(
-        "One program per (query tile, batch·head): grid = (cdiv(N, BLOCK_M), B * H). Load the Q tile once.",
-        "Loop over K/V tiles of BLOCK_N rows: s = tl.dot(q, k.T) * scale, then the online softmax: "
-        "m_new = max(m, rowmax(s)); p = exp(s - m_new); alpha = exp(m - m_new); l = l·alpha + rowsum(p); "
-        "acc = acc·alpha + p @ v; m = m_new. Divide acc by l once at the end.",
-        "Keys past N (the last, partial tile) must get score -inf, not 0: a zero-padded key still counts in l.",
-        "Causal: query i sees keys j ≤ i. Tiles entirely left of the diagonal need no mask, tiles right of "
-        "it need no work at all: stop the loop at the end of the query tile.",
-        "Strides: the base of head (b, h) is ptr + b·stride(0) + h·stride(1); rows are stride(2) apart.",
-        "On a GPU: exp2 with log2(e) folded into the scale, BLOCK_M=128, BLOCK_N=64, num_stages 3-4, and "
-        "tl.make_tensor_descriptor for the tile loads.",
-    ),
-)
+    ))
 
-EXERCISES = (SCORE_GIB, MERGE, ATTENTION)
+EXERCISES = (SCORE_GIB, MERGE, ATTENTION_TILES, ATTENTION_TAILS, ATTENTION_CAUSAL, ATTENTION)

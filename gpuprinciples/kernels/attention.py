@@ -2,8 +2,9 @@
 
 One program per (query tile, batch·head). It loads its BLOCK_M rows of Q once, then streams the
 K and V tiles past them, keeping a running row maximum `m`, row sum `l` and an unnormalised output
-`acc` in registers (the online softmax). HBM traffic: Q, K, V read (K and V once per query tile),
-O written once. Ideas from Triton's tutorial 06 (fused attention) and FlashAttention-2:
+`acc` in registers (the online softmax). It reads Q and writes O once, and reads K and V once per
+query tile; those re-reads come mostly from L2 while neighbouring programs share a head (`l2_sweep`
+measures it). Ideas from Triton's tutorial 06 (fused attention) and FlashAttention-2:
 
 * exp2 with log2(e) folded into the softmax scale (one multiply saved per score);
 * causal attention split into an off-diagonal loop with no masking at all and a diagonal loop
@@ -13,6 +14,7 @@ O written once. Ideas from Triton's tutorial 06 (fused attention) and FlashAtten
 
     python -m gpuprinciples.kernels.attention          # GPU: check, then time against SDPA
     python -m gpuprinciples.kernels.attention --sweep  # GPU: TFLOP/s of each tile configuration
+    python -m gpuprinciples.kernels.attention --l2     # GPU: where the K/V re-reads come from
 """
 
 import math
@@ -54,15 +56,19 @@ def _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, lo, hi, N, qk_scale,
 def attention_kernel(Q, K, V, Out, H, N, qk_scale,
                      sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, N_KEY,
                      D: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_INNER: tl.constexpr = False):
     # N_KEY (N rounded up to a power of two) is only the autotuner's key: one tuning per size class.
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
-    pid_m = tl.program_id(0)
-    bh = tl.program_id(1)
+    if HEADS_INNER:  # (l2_sweep only) neighbouring programs on different heads: their K and V compete for L2
+        bh = tl.program_id(0)
+        pid_m = tl.program_id(1)
+    else:  # neighbouring programs are query tiles of one head: they re-read the same K and V
+        pid_m = tl.program_id(0)
+        bh = tl.program_id(1)
     b = (bh // H).to(tl.int64)
     h = (bh % H).to(tl.int64)
     if CAUSAL:  # the longest rows first: the last query tiles have the most keys to visit
-        pid_m = tl.num_programs(0) - 1 - pid_m
+        pid_m = tl.cdiv(N, BLOCK_M) - 1 - pid_m
     start_m = pid_m * BLOCK_M
 
     q_desc = tl.make_tensor_descriptor(Q + b * sqb + h * sqh, shape=[N, D], strides=[sqn, 1],
@@ -112,11 +118,13 @@ SMALL_GPU_BLOCKS = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
-              blocks: dict | None = None) -> torch.Tensor:
-    """softmax(q kᵀ / √D [+ causal mask]) v for q, k, v of shape [B, H, N, D] (last dim contiguous).
+              blocks: dict | None = None, heads_inner: bool = False) -> torch.Tensor:
+    """softmax(q kᵀ / √D [+ causal mask]) v for q, k, v of shape [B, H, N, D] (last dim contiguous,
+    each with strides of its own).
 
     `blocks` fixes the tile configuration (BLOCK_M, BLOCK_N, optionally num_warps/num_stages)
-    instead of the default: autotuned on a GPU for N ≥ 1024, fixed otherwise.
+    instead of the default: autotuned on a GPU for N ≥ 1024, fixed otherwise. `heads_inner` orders the
+    programs head by head instead of tile by tile (never autotuned): the same work, for `l2_sweep`.
     """
     B, H, N, D = q.shape
     assert k.shape == v.shape == q.shape, "q, k and v must have the same shape [B, H, N, D]"
@@ -126,19 +134,68 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     args = (q, k, v, o, H, N, LOG2E / math.sqrt(D), *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
             *o.stride()[:3], triton.next_power_of_2(N))
     meta = dict(D=D, CAUSAL=bool(causal), PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
-    if blocks is None and runtime.HAS_CUDA and N >= 1024:
+    if blocks is None and runtime.HAS_CUDA and N >= 1024 and not heads_inner:
         grid = lambda cfg: (triton.cdiv(N, cfg["BLOCK_M"]), B * H)  # noqa: E731
         attention_kernel_tuned[grid](*args, **meta)
         return o
     if blocks is None:
         blocks = SMALL_GPU_BLOCKS if runtime.HAS_CUDA else CPU_BLOCKS
-    attention_kernel[(triton.cdiv(N, blocks["BLOCK_M"]), B * H)](*args, **meta, **blocks)
+    grid = (triton.cdiv(N, blocks["BLOCK_M"]), B * H)
+    attention_kernel[grid[::-1] if heads_inner else grid](*args, **meta, **blocks, HEADS_INNER=heads_inner)
     return o
+
+
+def hbm_bytes_without_cache(B: int, H: int, N: int, D: int, block_m: int, element_size: int) -> int:
+    """What one forward would move if no re-read hit a cache: Q read and O written once, K and V read
+    once per query tile. Per head 4·N·D·(1 + ⌈N/BLOCK_M⌉) bytes in bf16; FLOP per byte ≈ BLOCK_M."""
+    head = N * D * element_size
+    return B * H * (2 * head + triton.cdiv(N, block_m) * 2 * head)
+
+
+def l2_sweep(q, k, v, block_ms=(64, 128), budget_s: float = 1.0) -> list[dict]:  # pragma: no cover - GPU
+    """Time the kernel (not causal) for each query tile, with its programs in two orders: tile by tile
+    (the default: programs running together share one head's K and V, which stay in L2) and head by head
+    (programs running together are on different heads: every head's K and V compete for L2). The L2 is
+    flushed before each call. `needed` is the bandwidth HBM would have had to deliver if every K/V
+    re-read had come from it."""
+    from .. import timing
+    B, H, N, D = q.shape
+    fns = {}
+    for bm in block_ms:
+        blocks = {"BLOCK_M": bm, "BLOCK_N": min(bm, 64), "num_warps": 4 if bm <= 64 else 8, "num_stages": 3}
+        for inner in (False, True):
+            fns[(bm, inner)] = (lambda q, k, v, blocks=blocks, inner=inner:
+                                attention(q, k, v, blocks=blocks, heads_inner=inner))
+    named = {f"BLOCK_M={bm} {'head by head' if inner else 'tile by tile'}": fn for (bm, inner), fn in fns.items()}
+    comparison = timing.compare(named, args=(q, k, v), device="cuda", budget_s=budget_s)
+    rows = []
+    for (bm, inner), name in zip(fns, named):
+        seconds = comparison.timings[name].median
+        moved = hbm_bytes_without_cache(B, H, N, D, bm, q.element_size())
+        rows.append({"block_m": bm, "order": "head by head" if inner else "tile by tile", "seconds": seconds,
+                     "tflops": 4 * B * H * N * N * D / seconds / 1e12, "bytes_without_cache": moved,
+                     "needed": moved / seconds})
+    return rows
 
 
 # -------------------------------------------------------------------------------------------------
 # Baselines and a standalone check-and-time (GPU)
 # -------------------------------------------------------------------------------------------------
+
+
+def attention_float64(q, k, v, causal: bool = False):
+    """The grader's reference: float64 softmax(q kᵀ/√D) v, one batch at a time (the timing input's
+    scores are 8 GiB in float64)."""
+    outs = []
+    for b in range(q.shape[0]):
+        qb, kb, vb = q[b].double(), k[b].double(), v[b].double()
+        s = qb @ kb.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        if causal:
+            n = q.shape[-2]
+            s.masked_fill_(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), -math.inf)
+        outs.append(torch.softmax(s, dim=-1) @ vb)
+        del s
+    return torch.stack(outs)
 
 
 def naive_attention(q, k, v, causal: bool = False):
@@ -173,6 +230,7 @@ def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--sweep", action="store_true", help="time every configuration in GPU_CONFIGS")
+    parser.add_argument("--l2", action="store_true", help="the K/V re-reads: query tiles and program order (l2_sweep)")
     a = parser.parse_args(argv)
     assert torch.cuda.is_available(), "this check needs a CUDA GPU"
     B, H, N, D = map(int, a.shape.split(","))
@@ -183,8 +241,7 @@ def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
     print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}; "
           f"B={B} H={H} N={N} D={D} {a.dtype} causal={a.causal}")
 
-    from ..exercises.flash import _attention_reference
-    ref = _attention_reference(q, k, v, a.causal)  # float64, one batch at a time
+    ref = attention_float64(q, k, v, a.causal)
     out = attention(q, k, v, a.causal)
     err = (out.double() - ref).abs().max().item()
     print(f"max |error| vs float64: ours {err:.2e}", end="")
@@ -202,6 +259,14 @@ def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
         ms = do_bench(lambda: fn(q, k, v, a.causal), warmup=50, rep=300)
         return ms, flops / ms / 1e9
 
+    if a.l2:
+        from ..hardware import ceilings
+        copy = ceilings().copy_bandwidth
+        print(f"copy bandwidth measured here: {copy / 1e12:.2f} TB/s")
+        for row in l2_sweep(q, k, v):
+            print(f"  BLOCK_M={row['block_m']:>3}, {row['order']:>12}: {row['seconds'] * 1e3:6.3f} ms, "
+                  f"{row['tflops']:4.0f} TFLOP/s; without a cache {row['bytes_without_cache'] / 1e9:5.2f} GB, "
+                  f"{row['needed'] / 1e12:5.2f} TB/s needed ({row['needed'] / copy:4.2f}× copy)")
     if a.sweep:
         for cfg in GPU_CONFIGS:
             blocks = dict(cfg.kwargs, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
