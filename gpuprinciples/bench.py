@@ -61,10 +61,11 @@ MODEL_BENCH = "decoder.decode_step"  # the name `--only` selects the model bench
 
 
 def bench_model(ceilings, context: int = 4096) -> dict:
-    """LLAMA_1B's greedy decode step at batch 1 with `context` positions cached, eager and as a CUDA graph,
-    against its bandwidth roofline: the bytes a step must read (weights once, the cache) over the measured
-    copy bandwidth. gpt-fast's README reports Llama-2-7B at 1,397 GB/s on an A100 whose empirical peak it
-    puts at about 1,700 GB/s (82 %): the anchor for the share of the roofline a graphed step should reach."""
+    """LLAMA_1B's greedy decode step at batch 1 with `context` positions cached, eager and as a CUDA graph, with
+    PyTorch's operators and with the fused kernels (kernels/decode_step.py), against its bandwidth roofline: the
+    bytes a step must read (weights once, the cache) over the measured copy bandwidth. gpt-fast's README reports
+    Llama-2-7B at 1,397 GB/s on an A100 whose empirical peak it puts at about 1,700 GB/s (82 %): the anchor for
+    the share of the roofline a graphed step should reach."""
     from .decoder import LLAMA_1B, Decoder, decode_step_bytes, time_step
 
     model = Decoder(LLAMA_1B, batch=1, max_seq=context + 1024)
@@ -72,7 +73,8 @@ def bench_model(ceilings, context: int = 4096) -> dict:
     model.v_cache.normal_()
     roofline = decode_step_bytes(LLAMA_1B, 1, context) / ceilings.copy_bandwidth
     rows = {}
-    for name, graph in (("eager", False), ("CUDA graph", True)):
+    for name, graph, fused in (("eager", False, False), ("CUDA graph", True, False), ("fused, CUDA graph", True, True)):
+        model.fused = fused
         seconds = time_step(model, 1, context, graph=graph)
         rows[name] = {"median_ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "of_roofline": roofline / seconds}
     return {"exercise": MODEL_BENCH, "context": context, "roofline_ms": roofline * 1e3, "rows": rows}

@@ -7,11 +7,23 @@ import pytest
 import torch
 
 from gpuprinciples import counters, runtime
-from gpuprinciples.decoder import LLAMA_1B, TINY, Decoder, decode_step_bytes, kv_cache_bytes
+from gpuprinciples.decoder import (
+    LLAMA_1B,
+    OTHER_KERNELS,
+    TINY,
+    Decoder,
+    _rms_norm,
+    _rope,
+    decode_step_bytes,
+    kernel_group,
+    kv_cache_bytes,
+)
 from gpuprinciples.exercises import decoding
 from gpuprinciples.exercises.base import Case, LiveLoads, judge_live_loads
 from gpuprinciples.grading import grade
-from gpuprinciples.kernels.decode_attention import decode_attention, plan
+from gpuprinciples.kernels import decode_step
+from gpuprinciples.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
+from gpuprinciples.kernels.decode_step import fused_linear, rope_and_cache
 from gpuprinciples.kernels.paged_attention import gather_pages, paged_decode_attention
 from gpuprinciples.kernels.weight_only_matmul import dequantized_linear, quantize, weight_only_matmul
 from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
@@ -68,6 +80,18 @@ def test_the_split_plan_comes_from_shapes_and_no_tile_straddles_splits():
     assert plan(q, 8, 1000, splits=5, block_n=32)["chunk"] == 224  # 32 tiles of 32 over 5 splits: 7 each
 
 
+def test_the_gpu_split_rule_rounds_down_and_fills_the_gpu_once_the_batch_does():
+    """The H200's figures (132 SMs): 8 splits at the long context, 1 at batch 64 with 1024 positions, 16 at
+    LLAMA_1B's batch 1 with 4096 (each split ≥ 4 tiles); 2 stages at D = 128, 3 at D = 64."""
+    assert split_count(8, 8, 32768 // 64, 132) == 8
+    assert split_count(64, 8, 1024 // 64, 132) == 1
+    assert split_count(128, 8, 1024 // 64, 132) == 1
+    assert split_count(1, 8, 4096 // 64, 132) == 16
+    assert split_count(1, 1, 10_000, 132) == 64  # at most GPU_MAX_SPLITS
+    assert split_count(2, 8, 3, 132) == 1  # a short cache: one split
+    assert (gpu_stages(128), gpu_stages(64)) == (2, 3)
+
+
 @pytest.mark.parametrize("page", [8, 16, 64])
 def test_paged_matches_the_contiguous_cache(page):
     gen = torch.Generator().manual_seed(page)
@@ -101,6 +125,76 @@ def test_weight_only_matmul_matches_its_dequantised_product():
     assert (got.float() - x.float() @ w.float().T).abs().max() < 0.05  # int8 rounding, not a wrong product
 
 
+@pytest.mark.parametrize("M", [1, 3, 6])
+def test_fused_linear_matches_its_unfused_operators(M):
+    """Each prologue (none, RMSNorm, SwiGLU) and epilogue (8-bit scales, residual), against the PyTorch operators
+    they replace; N and K multiples of no tile, M past one row tile (BLOCK_M ≤ 4)."""
+    gen = torch.Generator().manual_seed(M)
+    N, K = 77, 200
+    x = torch.randn(M, K, generator=gen).to(DEVICE, DTYPE)
+    wide = torch.randn(M, 2 * K, generator=gen).to(DEVICE, DTYPE)
+    w = (torch.randn(N, K, generator=gen) * 0.1).to(DEVICE, DTYPE)
+    res = torch.randn(M, N, generator=gen).to(DEVICE, DTYPE)
+    g = (torch.rand(K, generator=gen) + 0.5).to(DEVICE, DTYPE)
+    w8, scale = quantize(w)
+    f = torch.nn.functional
+    pairs = [(fused_linear(x, w), x.float() @ w.float().T),
+             (fused_linear(x, w, norm=g, eps=1e-5, residual=res), res.float() + _rms_norm(x.float(), g.float(), 1e-5)
+              @ w.float().T),
+             (fused_linear(wide, w, swiglu=True), (f.silu(wide[:, :K].float()) * wide[:, K:].float()) @ w.float().T),
+             (fused_linear(x, w8, scale, residual=res), res.float() + x.float() @ (w8.float() * scale[:, None]).T)]
+    for got, want in pairs:
+        assert got.shape == (M, N) and got.dtype == DTYPE
+        assert (got.float() - want).abs().max() < TOL * 10 * want.abs().max()
+    with pytest.raises(AssertionError, match="scales"):
+        fused_linear(x, w8)
+
+
+def test_fused_linear_tiles_fill_the_gpu_and_fit_the_registers():
+    for n, k, size in [(3072, 2048, 2), (2048, 2048, 2), (16384, 2048, 2), (2048, 8192, 2), (128256, 2048, 2),
+                       (2048, 8192, 1), (77, 200, 2)]:
+        cfg = decode_step.gpu_config(n, k, size, 132)
+        programs = -(-n // cfg["BLOCK_N"])
+        assert cfg["BLOCK_N"] == 1 or n // cfg["BLOCK_N"] >= decode_step.PROGRAMS_PER_SM * 132  # fills the GPU
+        assert cfg["BLOCK_N"] == 32 or programs < 2 * decode_step.PROGRAMS_PER_SM * 132  # and no smaller tiles
+        assert cfg["BLOCK_N"] * cfg["BLOCK_K"] <= decode_step.MAX_TILE_ELEMENTS
+    decode_step.TUNED[(77, 200, DTYPE.itemsize)] = {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 4, "STAGES": 1}
+    try:
+        if DEVICE == "cuda":
+            x, w = torch.zeros(1, 200, device=DEVICE, dtype=DTYPE), torch.zeros(77, 200, device=DEVICE, dtype=DTYPE)
+            assert decode_step.config_for(x, w)["BLOCK_N"] == 16
+    finally:
+        del decode_step.TUNED[(77, 200, DTYPE.itemsize)]
+
+
+def test_rope_and_cache_write_the_pytorch_steps_values():
+    gen = torch.Generator().manual_seed(4)
+    B, Hq, Hkv, D, S = 3, 4, 2, 32, 20
+    qkv = torch.randn(B, (Hq + 2 * Hkv) * D, generator=gen).to(DEVICE, DTYPE)
+    angles = torch.arange(S)[:, None] * (1.0 / 500_000 ** (torch.arange(0, D, 2) / D))[None, :]
+    cos, sin = angles.cos().to(DEVICE), angles.sin().to(DEVICE)
+    pos = torch.tensor([3, 0, 19], dtype=torch.int32, device=DEVICE)
+    k_cache = torch.zeros(B, Hkv, S, D, device=DEVICE, dtype=DTYPE)
+    v_cache = torch.zeros_like(k_cache)
+    q = rope_and_cache(qkv, cos, sin, pos, k_cache, v_cache, Hq)
+    q0, k0, v0 = qkv.split([Hq * D, Hkv * D, Hkv * D], -1)
+    c, s_ = cos[pos.long()], sin[pos.long()]
+    rows = torch.arange(B, device=DEVICE)
+    assert torch.allclose(q.float(), _rope(q0.reshape(B, Hq, D), c, s_).float(), atol=TOL)
+    assert torch.allclose(k_cache[rows, :, pos.long()].float(), _rope(k0.reshape(B, Hkv, D), c, s_).float(), atol=TOL)
+    assert torch.equal(v_cache[rows, :, pos.long()], v0.reshape(B, Hkv, D))
+    assert int((k_cache != 0).any(-1).sum()) == B * Hkv  # nothing else written
+
+
+def test_kernel_groups():
+    assert kernel_group("fused_linear_kernel") == "matmuls: fused_linear"
+    assert kernel_group("nvjet_tst_64x8_64x16_4x1_v_bz_TNN") == "matmuls: cuBLAS"
+    assert kernel_group("void gemv2T_kernel_val<int, int, __nv_bfloat16>") == "matmuls: cuBLAS"
+    assert kernel_group("split_kv_kernel") == "attention: split-KV + merge"
+    assert kernel_group("void pytorch_flash::flash_fwd_splitkv_kernel<>") == "attention: SDPA"
+    assert kernel_group("void at::native::vectorized_elementwise_kernel<4>") == OTHER_KERNELS
+
+
 # --- the model ----------------------------------------------------------------------------------
 
 
@@ -115,6 +209,26 @@ def test_a_decode_step_continues_the_prefill(attention):
     got = model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE))
     want = Decoder(TINY, batch=2, max_seq=16).prefill(torch.cat([prompt, nxt[:, None]], 1))
     assert (got.float() - want.float()).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
+
+
+@pytest.mark.parametrize("fmt", [None, torch.int8])
+def test_the_fused_step_is_the_pytorch_step_in_seven_launches_a_layer(fmt):
+    gen = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, TINY.vocab, (2, 9), generator=gen).to(DEVICE)
+    nxt = torch.randint(0, TINY.vocab, (2,), generator=gen).to(DEVICE)
+    plain, fused = Decoder(TINY, batch=2, max_seq=16), Decoder(TINY, batch=2, max_seq=16, fused=True)
+    for m in (plain, fused):
+        if fmt is not None:
+            m.quantize(fmt)
+        m.prefill(prompt)
+    lens = torch.full((2,), 9, dtype=torch.int32, device=DEVICE)
+    want = plain.decode(nxt, lens).float()
+    with counters.record() as rec:
+        got = fused.decode(nxt, lens).float()
+    assert (got - want).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
+    assert (fused.k_cache - plain.k_cache).abs().max() < TOL and (fused.v_cache - plain.v_cache).abs().max() < TOL
+    assert rec.triton_launches <= 7 * TINY.n_layers + 1  # 5 + attention's 1 or 2 per layer, and the head
+    assert sum(rec.torch_compute_ops.values()) <= 2  # the embedding lookup and seq_lens + 1
 
 
 def test_quantised_weights_halve_the_bytes_and_keep_the_logits_close():

@@ -35,17 +35,20 @@ if runtime.INTERPRETER:  # per-element loads are counted under the interpreter o
     EXPECTED["whole_table.py"] = (PAGED, ["entries past a sequence's last page", "pages the block table does not "
                                           "point to, or rows of a sequence's last page at or past its length"])
 GOOD = {"good_pointers.py": DECODE, "good_paged.py": PAGED}
+# right values, read wrongly: on a GPU, where loads are not counted, their speed must fail them (K/V read G = 4 times;
+# on the ragged timing input every position read, twice the live bytes)
+SLOW = {} if runtime.INTERPRETER else {"kv_per_query_head.py": DECODE, "reads_whole_cache.py": DECODE}
 ENTRY = {DECODE: "decode_attention", PAGED: "paged_decode_attention"}
 
 
 def _grade(name: str):
-    exercise = EXPECTED[name][0] if name in EXPECTED else GOOD[name]
+    exercise = EXPECTED[name][0] if name in EXPECTED else {**GOOD, **SLOW}[name]
     return grade(exercise, from_path(f"{HERE / name}:{ENTRY[exercise]}"), seed=SEED)
 
 
 @pytest.fixture(scope="module")
 def reports():
-    names = sorted(EXPECTED) + sorted(GOOD)
+    names = sorted(EXPECTED) + sorted(GOOD) + sorted(SLOW)
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip(names, pool.map(_grade, names)))
 
@@ -76,3 +79,10 @@ def test_other_correct_designs_pass(reports, name):
         assert report.status == PASSED, report.reasons
     else:
         assert report.correct and all("bandwidth" in r or "speedup" in r for r in report.reasons), report.reasons
+
+
+@pytest.mark.parametrize("name", sorted(SLOW))
+def test_slow_designs_fail_on_speed_alone_on_a_gpu(reports, name):
+    report = reports[name]
+    assert report.status == FAILED and report.correct, report.reasons
+    assert all("bandwidth" in r or "speedup" in r for r in report.reasons), report.reasons

@@ -125,9 +125,23 @@ def merge_splits_kernel(OPart, LsePart, SeqLens, Out, Hq, chunk, spb, sph, sps, 
 # Under the interpreter: few, large tiles (each is a NumPy call), and splits small enough that the CPU
 # cases have several of them (the second launch is exercised).
 CPU_PLAN = {"block_n": 64, "chunk": 128, "num_warps": 4, "num_stages": 1}
-# On a GPU, until tools/tune_decode.py has been run on an H200: 64-key tiles, 4 warps, 3 stages, and
-# enough splits for about `GPU_WAVES` programs per SM, each split at least `GPU_MIN_BLOCKS` tiles long.
-GPU_BLOCK_N, GPU_WARPS, GPU_STAGES, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 3, 4, 4, 64
+# On a GPU, from tools/tune_decode.py on an H200 (2026-12-03; docs/decoding-h200.md#attention): 64-key tiles and
+# 4 warps; 2 stages at D = 128 (3 stages hold 96 KB of K/V tiles per program, and fewer programs fit an SM; 266
+# against 271 µs at the long context), 3 at D ≤ 64 (14.4 against 15.6 µs at LLAMA_1B's batch 1); and
+# floor(GPU_WAVES · SMs / (B · Hkv)) splits, each at least GPU_MIN_BLOCKS tiles long: 8 at the long context (259 µs;
+# 9 took 266, 16 267), one at batch 64 × 1024 positions (48 µs, where two took 54-57).
+GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 4, 64
+
+
+def gpu_stages(head_dim: int) -> int:
+    return 3 if head_dim <= 64 else 2
+
+
+def split_count(batch: int, n_kv_heads: int, blocks: int, sms: int) -> int:
+    """Splits per (sequence, KV head): about GPU_WAVES programs per SM in all, rounded down (a partial extra
+    wave of programs costs more than it brings), at least 1, each split at least GPU_MIN_BLOCKS tiles."""
+    return max(1, min((GPU_WAVES * sms) // (batch * n_kv_heads), GPU_MAX_SPLITS, blocks // GPU_MIN_BLOCKS))
+
 
 _sm_counts: dict[int, int] = {}
 
@@ -140,18 +154,19 @@ def _sm_count(device: torch.device) -> int:
 
 
 def plan(q: torch.Tensor, n_kv_heads: int, s_max: int, splits: int | None = None, block_n: int | None = None,
-         num_warps: int | None = None, num_stages: int | None = None) -> dict:
+         num_warps: int | None = None, num_stages: int | None = None, tiles: dict | None = None) -> dict:
     """Tile size, keys per split and the number of splits, from shapes only (no look at seq_lens, which
-    live on the device: reading them would stall the host and break CUDA-graph capture)."""
-    B = q.shape[0]
+    live on the device: reading them would stall the host and break CUDA-graph capture). `tiles` replaces
+    the GPU's default block_n, num_warps and num_stages (the paged kernel has its own)."""
+    B, _, D = q.shape
     if q.is_cuda:
-        block_n = block_n or GPU_BLOCK_N
+        tiles = tiles or {"block_n": GPU_BLOCK_N, "num_warps": GPU_WARPS, "num_stages": gpu_stages(D)}
+        block_n = block_n or tiles["block_n"]
         blocks = triton.cdiv(s_max, block_n)
         if splits is None:
-            wanted = triton.cdiv(GPU_WAVES * _sm_count(q.device), B * n_kv_heads)
-            splits = max(1, min(wanted, GPU_MAX_SPLITS, blocks // GPU_MIN_BLOCKS))
+            splits = split_count(B, n_kv_heads, blocks, _sm_count(q.device))
         chunk = triton.cdiv(blocks, min(splits, blocks)) * block_n
-        warps, stages = num_warps or GPU_WARPS, num_stages or GPU_STAGES
+        warps, stages = num_warps or tiles["num_warps"], num_stages or tiles["num_stages"]
     else:
         block_n = block_n or CPU_PLAN["block_n"]
         blocks = triton.cdiv(s_max, block_n)

@@ -7,7 +7,8 @@ A decode step multiplies a few rows of activations by every weight of the model:
 weights' bytes over the bandwidth, and storing them in 8 bits instead of 16 halves it. The
 arithmetic stays in bf16 (each weight tile is converted on the chip, after the load), so only the
 bytes change. One program per (rows of x, BLOCK_N output channels) walks the whole K dimension; M
-is padded to 16 rows for `tl.dot`, which costs nothing here, memory being the bound.
+is padded to 16 rows for `tl.dot`, which costs nothing here, memory being the bound. (At batch 1 the fused decode
+step uses `decode_step.fused_linear` instead: smaller tiles, more programs, no `tl.dot`.)
 
 `quantize(w)` makes (w8, scale) per output channel: symmetric, scale = max|w_row| / 127 for int8,
 / 448 for float8_e4m3fn (its largest finite value).
@@ -43,8 +44,15 @@ def weight_only_matmul_kernel(X, W, Scale, Y, M, N, K, sxm, swn, sym,
 
 
 CPU_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 64}
-# until tools/tune_decode.py has run on an H200
-GPU_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}
+
+
+def gpu_blocks(n: int) -> dict:
+    """From tools/tune_decode.py on an H200 (2026-12-03, M = 1, int8; docs/decoding-h200.md#matvec): 64 output
+    channels per program for the wide weights (the head: 75.5 µs against 85.4 with 32; w13: 16.4 against 17.0),
+    32 for the narrow ones, where fewer programs would not fill the GPU (all within 5 % of each other there)."""
+    if n >= 16384:
+        return {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 256, "num_warps": 4, "num_stages": 3}
+    return {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 256, "num_warps": 4, "num_stages": 4}
 
 
 def quantize(w: torch.Tensor, dtype: torch.dtype = torch.int8) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,7 +70,7 @@ def weight_only_matmul(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor,
     N = w.shape[0]
     assert w.shape[1] == K and x.stride(1) == 1 and w.stride(1) == 1, "x [M, K] and w [N, K], rows contiguous"
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    cfg = dict(blocks or (GPU_BLOCKS if x.is_cuda else CPU_BLOCKS))
+    cfg = dict(blocks or (gpu_blocks(N) if x.is_cuda else CPU_BLOCKS))
     grid = (triton.cdiv(M, cfg["BLOCK_M"]), triton.cdiv(N, cfg["BLOCK_N"]))
     weight_only_matmul_kernel[grid](x, w, scale, y, M, N, K, x.stride(0), w.stride(0), y.stride(0), **cfg)
     return y
