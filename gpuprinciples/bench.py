@@ -7,8 +7,9 @@ that time went (loading, cases, timing).
 
 For each exercise that declares a `Timing` and a `solution`: make the large timing inputs on the
 GPU, check the solution against the exercise's reference there, then time the solution and every
-baseline (eager, torch.compile, library kernels) interleaved in one run. Printed as a table with
-achieved bandwidth against the copy ceiling measured in the same session, TFLOP/s where the
+baseline (eager, torch.compile, library kernels) interleaved in one run. Then lesson 10's model: a
+decode step, eager and as a CUDA graph, against its bandwidth roofline (`bench_model`). Printed as a
+table with achieved bandwidth against the copy ceiling measured in the same session, TFLOP/s where the
 exercise counts FLOPs, and the speedup over each baseline with its 95 % interval.
 """
 
@@ -56,6 +57,37 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
             "rounds": len(comparison.rounds), "rows": rows}
 
 
+MODEL_BENCH = "decoder.decode_step"  # the name `--only` selects the model benchmark by
+
+
+def bench_model(ceilings, context: int = 4096) -> dict:
+    """LLAMA_1B's greedy decode step at batch 1 with `context` positions cached, eager and as a CUDA graph, with
+    PyTorch's operators and with the fused kernels (kernels/decode_step.py), against its bandwidth roofline: the
+    bytes a step must read (weights once, the cache) over the measured copy bandwidth. gpt-fast's README reports
+    Llama-2-7B at 1,397 GB/s on an A100 whose empirical peak it puts at about 1,700 GB/s (82 %): the anchor for
+    the share of the roofline a graphed step should reach."""
+    from .decoder import LLAMA_1B, Decoder, decode_step_bytes, time_step
+
+    model = Decoder(LLAMA_1B, batch=1, max_seq=context + 1024)
+    model.k_cache.normal_()  # what the cache holds does not change the time
+    model.v_cache.normal_()
+    roofline = decode_step_bytes(LLAMA_1B, 1, context) / ceilings.copy_bandwidth
+    rows = {}
+    for name, graph, fused in (("eager", False, False), ("CUDA graph", True, False), ("fused, CUDA graph", True, True)):
+        model.fused = fused
+        seconds = time_step(model, 1, context, graph=graph)
+        rows[name] = {"median_ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "of_roofline": roofline / seconds}
+    return {"exercise": MODEL_BENCH, "context": context, "roofline_ms": roofline * 1e3, "rows": rows}
+
+
+def _print_model(result: dict) -> None:
+    print(f"\n{result['exercise']}  (LLAMA_1B bf16, batch 1, {result['context']} positions; bandwidth roofline "
+          f"{result['roofline_ms']:.3f} ms)")
+    for name, row in result["rows"].items():
+        print(f"  {name:<18}{row['median_ms']:>9.3f}ms{row['tokens_per_s']:>10,.0f} tokens/s{row['of_roofline']:>7.0%} "
+              "of the roofline")
+
+
 def _print(result: dict) -> None:
     print(f"\n{result['exercise']}  (relative error of the solution {result['relative_error']:.1e}, "
           f"{result['rounds']} interleaved rounds)")
@@ -96,6 +128,15 @@ def main(json_output: bool = False, only: str | None = None) -> int:
             if not json_output:
                 _print(result) if "error" not in result else print(f"\n{ex.id}: FAILED ({result['error']})")
             torch.cuda.empty_cache()
+    if not wanted or MODEL_BENCH in wanted:
+        try:
+            result = bench_model(ceilings)
+        except Exception as exc:  # noqa: BLE001
+            result = {"exercise": MODEL_BENCH, "error": f"{type(exc).__name__}: {exc}"}
+        results.append(result)
+        if not json_output:
+            _print_model(result) if "error" not in result else print(f"\n{MODEL_BENCH}: FAILED ({result['error']})")
+        torch.cuda.empty_cache()
     if json_output:
         print(json.dumps({"device": torch.cuda.get_device_name(), "ceilings": ceilings.__dict__,
                           "results": results}, indent=2, default=str))

@@ -611,4 +611,18 @@ def touched(rec: Recording, tensor: torch.Tensor, kernel: str | None = None):
             for p, d in result.items()}
 
 
+def load_counts(rec: Recording, tensor: torch.Tensor) -> np.ndarray:
+    """How many times a traced run (`record(trace=True)`) loaded each element of `tensor`'s storage,
+    all programs and kernels together: int64 [storage bytes // element size], indexed like the storage
+    (a view's element at index i sits at storage_offset + Σ i_k · stride_k). Loads anywhere in the
+    storage count, inside the view or not: a view is often a window of a larger buffer."""
+    storage = tensor.untyped_storage()
+    start, size = storage.data_ptr(), tensor.element_size()
+    n = storage.nbytes() // size
+    hits = [acc.addresses[(acc.addresses >= start) & (acc.addresses < start + n * size)]
+            for acc in rec.accesses if acc.op == "load"]
+    offsets = np.concatenate(hits) if hits else np.zeros(0, np.uint64)
+    return np.bincount(((offsets - start) // size).astype(np.int64), minlength=n)[:n]
+
+
 install()

@@ -116,21 +116,23 @@ def solution_text(exercise) -> str:
 
 
 def _source_with_helpers(fn) -> list[str]:
-    """The function's source, then the kernels and helpers of its module that it uses (recursively)."""
-    module = import_module(fn.__module__)
+    """The function's source, then the kernels and helpers it uses (recursively) from its module and the
+    modules beside it in its package (a paged kernel's shared pieces live in the contiguous kernel's file)."""
+    package = fn.__module__.rpartition(".")[0]
     seen, order, todo = set(), [], [fn]
     while todo:
         obj = todo.pop(0)
         inner = obj
         while not inspect.isfunction(inner) and hasattr(inner, "fn"):  # @triton.jit / autotune wrappers
             inner = inner.fn
-        if id(inner) in seen or getattr(inner, "__module__", None) != module.__name__:
+        home = getattr(inner, "__module__", None) or ""
+        if id(inner) in seen or home.rpartition(".")[0] != package:
             continue
         seen.add(id(inner))
         order.append(textwrap.dedent(inspect.getsource(inner)).rstrip())
         code = getattr(inner, "__code__", None)
         for used in code.co_names if code else ():
-            target = vars(module).get(used)
+            target = vars(import_module(home)).get(used)
             if target is not None and callable(target):
                 todo.append(target)
     return order

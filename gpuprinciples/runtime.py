@@ -119,6 +119,32 @@ def patch_interpreter_index() -> None:
     interp._patch_lang_tensor = patched
 
 
+def patch_interpreter_mask_dtype() -> None:
+    """Triton 3.9's interpreter keeps a scalar comparison such as `tl.program_id(0) < n` as int32, so a
+    mask made with it (`(offs < G) & live`) is int32 and its loads and stores fail with "mask has
+    unsupported dtype"; 3.6 and compiled code accept it. Give the interpreter's loads and stores a
+    boolean mask, as the compiled code sees one."""
+    if triton is None or not INTERPRETER or triton_version() < (3, 9):
+        return
+    import numpy as np
+
+    interp = interpreter_module()
+    for name, mask_index in (("create_masked_load", 1), ("create_masked_store", 2)):
+        original = getattr(interp.InterpreterBuilder, name)
+        if getattr(original, "_gp_mask", False):
+            continue
+
+        def patched(self, *args, _original=original, _i=mask_index, **kwargs):
+            mask = args[_i]
+            data = None if mask is None else np.asarray(mask.data)
+            if data is not None and data.dtype != np.bool_:
+                args = args[:_i] + (interp.TensorHandle(data.astype(np.bool_), mask.dtype),) + args[_i + 1:]
+            return _original(self, *args, **kwargs)
+
+        patched._gp_mask = True
+        setattr(interp.InterpreterBuilder, name, patched)
+
+
 def set_tensor_descriptor_allocator() -> None:
     """Tensor descriptors made inside a kernel (`tl.make_tensor_descriptor`) need scratch memory
     on a GPU; Triton asks for an allocator. Harmless under the interpreter."""
@@ -820,6 +846,7 @@ def describe() -> dict:
 set_tensor_descriptor_allocator()
 patch_interpreter_index()
 install_interpreter_shims()
+patch_interpreter_mask_dtype()
 
 if triton is not None and triton_version() < (3, 6):  # pragma: no cover
     warnings.warn(f"gpuprinciples is tested with Triton 3.6 and newer; this is {triton.__version__}.")

@@ -4,8 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from conftest import SUBMISSIONS
 
+from conftest import SUBMISSIONS
 from gpuprinciples import hardware, roofline, runtime
 from gpuprinciples.exercises import bounds
 from gpuprinciples.grading import grade

@@ -5,8 +5,8 @@ import json
 import re
 
 import pytest
-from conftest import ROOT
 
+from conftest import ROOT
 from gpuprinciples import cli, figures, runtime
 
 # made-up numbers, chosen so every derived figure is easy to check by hand

@@ -4,9 +4,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-from conftest import SUBMISSIONS
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from conftest import SUBMISSIONS
 from gpuprinciples import profiling
 from gpuprinciples.exercises import profiling as ex
 from gpuprinciples.grading import grade

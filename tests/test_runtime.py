@@ -48,6 +48,30 @@ def test_describe_and_versions():
     assert runtime.triton_version() >= (3, 6)
 
 
+def test_a_mask_built_from_a_scalar_comparison_loads_and_stores():
+    """`(offs < G) & (tl.program_id(0) < n)`: Triton 3.9's interpreter made that mask int32 and refused it."""
+    import torch
+    import triton
+    import triton.language as tl
+
+    from gpuprinciples import counters
+
+    @triton.jit
+    def masked_copy(X, Y, n, G: tl.constexpr):
+        offs = tl.arange(0, 16)
+        rows = (offs < G) & (tl.program_id(0) < n)
+        tl.store(Y + offs, tl.load(X + offs, mask=rows, other=0.0), mask=rows)
+
+    x = torch.arange(1, 17, dtype=torch.float32, device=runtime.DEVICE)
+    y = torch.zeros_like(x)
+    with counters.record() as rec:
+        masked_copy[(1,)](x, y, 3, G=4)
+    runtime.synchronize()
+    assert y.tolist() == [1, 2, 3, 4] + [0] * 12
+    if runtime.INTERPRETER:
+        assert rec.load_bytes == rec.store_bytes == 16
+
+
 def test_an_autotuned_kernel_runs_under_the_interpreter_with_its_first_config():
     if not runtime.INTERPRETER:
         pytest.skip("the shim is for the interpreter; on a GPU the autotuner times each configuration")

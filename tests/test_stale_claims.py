@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
 from conftest import ROOT
 
 

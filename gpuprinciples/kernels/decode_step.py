@@ -1,0 +1,231 @@
+"""The kernels of a fused small-batch decode step: a matrix-vector product with the layer's small operators
+folded into it, and the rotary embedding with the KV-cache write.
+
+A graphed decode step of `decoder.Decoder` in plain PyTorch launches about 46 kernels per layer: four
+matmuls, one attention (two launches), and some forty elementwise operators and reductions (RMSNorm is
+eight of them, the rotary embedding of q and k twenty, the residual adds, SwiGLU, the cache writes). At
+batch 1 each of those moves a few KB, but each still costs a launch slot on the GPU and a drain, about
+a microsecond even inside a CUDA graph. This file folds them into the matmuls:
+
+    y = epilogue(W · prologue(x))      W [N, K] in bf16 (or int8 / fp8 with one scale per output row)
+
+* prologue: nothing, RMSNorm (x · rsqrt(mean(x²) + eps) · g, the sum of squares taken in a first pass over
+  the row), or SwiGLU (x is [M, 2K]: silu(x[:, :K]) · x[:, K:]);
+* epilogue: the per-row scale of 8-bit weights, and a residual (y + r).
+
+`fused_linear` runs it: one program per BLOCK_N output rows (and BLOCK_M rows of x), walking K in tiles of
+BLOCK_K, without `tl.dot`: at M = 1 the product is a matrix-vector product, one multiply-add per weight
+loaded, and the only thing that matters is how many weight bytes are in flight (enough programs, large
+enough tiles). With M = 1 it accumulates the products elementwise and sums them once at the end.
+
+`rope_and_cache` is one launch per layer for what the PyTorch step does in ~22: rotate q and k by the
+position's angles, write k and v into the static cache at position seq_lens[b], and return q.
+
+Five launches per layer in all, besides attention's two: 7 instead of ~46.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .decode_attention import _sm_count
+
+NO_PROLOGUE, RMSNORM, SWIGLU = 0, 1, 2
+
+
+@triton.jit
+def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, sym,
+                        PROLOGUE: tl.constexpr, SCALED: tl.constexpr, RESIDUAL: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr):
+    pid_m = tl.program_id(0)  # fastest: the programs that share a weight tile run side by side (L2)
+    pid_n = tl.program_id(1)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    live_m = offs_m < M
+    live_n = offs_n < N
+    x_rows = X + offs_m[:, None].to(tl.int64) * sxm
+    w_rows = W + offs_n[:, None].to(tl.int64) * swn
+    if PROLOGUE == 1:  # RMSNorm: the row's sum of squares first (x is a few KB, and stays in cache)
+        squares = tl.zeros([BLOCK_M, BLOCK_K], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            ks = k0 + offs_k
+            xk = tl.load(x_rows + ks[None, :], mask=live_m[:, None] & (ks[None, :] < K), other=0.0).to(tl.float32)
+            squares += xk * xk
+        rstd = tl.math.rsqrt(tl.sum(squares, 1) / K + eps)
+    if BLOCK_M == 1:
+        partial = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for k0 in tl.range(0, K, BLOCK_K, num_stages=STAGES):
+        ks = k0 + offs_k
+        live_k = ks < K
+        w = tl.load(w_rows + ks[None, :], mask=live_n[:, None] & live_k[None, :], other=0.0).to(tl.float32)
+        x_mask = live_m[:, None] & live_k[None, :]
+        if PROLOGUE == 2:  # SwiGLU: x holds gate | up, each K wide
+            gate = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
+            up = tl.load(x_rows + K + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
+            x = gate * tl.sigmoid(gate) * up
+        else:
+            x = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
+            if PROLOGUE == 1:
+                g = tl.load(Norm + ks, mask=live_k, other=0.0).to(tl.float32)
+                x = x * rstd[:, None] * g[None, :]
+        if BLOCK_M == 1:
+            partial += w * x  # [BLOCK_N, BLOCK_K] · [1, BLOCK_K]: summed once, after the loop
+        else:
+            acc += tl.sum(x[:, None, :] * w[None, :, :], 2)
+    if BLOCK_M == 1:
+        acc = tl.sum(partial, 1)[None, :]
+    if SCALED:
+        acc = acc * tl.load(Scale + offs_n, mask=live_n, other=0.0)[None, :]
+    out_mask = live_m[:, None] & live_n[None, :]
+    if RESIDUAL:
+        acc += tl.load(Res + offs_m[:, None].to(tl.int64) * srm + offs_n[None, :], mask=out_mask,
+                       other=0.0).to(tl.float32)
+    tl.store(Y + offs_m[:, None].to(tl.int64) * sym + offs_n[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
+
+
+# -------------------------------------------------------------------------------------------------
+# Tiles
+# -------------------------------------------------------------------------------------------------
+
+# Under the interpreter every tile is a NumPy call: few, large ones.
+CPU_CONFIG = {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "STAGES": 1}
+# Tuned tiles per weight shape, (N, K, bytes per weight) -> config, for the GPU they were tuned on
+# (tools/tune_decode.py prints the table); shapes not listed get `gpu_config`'s rule.
+TUNED: dict[tuple[int, int, int], dict] = {}
+PROGRAMS_PER_SM = 4  # the rule's aim: about this many programs per SM, for enough weight bytes in flight
+TILE_BYTES = 16384  # and a weight tile of about this many bytes per program and step of the loop
+MAX_TILE_ELEMENTS = 8192  # fp32 products a program holds (BLOCK_M · BLOCK_N · BLOCK_K, 4 warps): 64 per thread
+
+def gpu_config(n: int, k: int, weight_bytes: int, sms: int) -> dict:
+    """The untuned rule: BLOCK_N rows (a power of two from 1 to 32) for about PROGRAMS_PER_SM programs per
+    SM, and BLOCK_K for a weight tile of about TILE_BYTES (and at most MAX_TILE_ELEMENTS products)."""
+    block_n = 1
+    while block_n < 32 and n // (2 * block_n) >= PROGRAMS_PER_SM * sms:
+        block_n *= 2
+    block_k = max(64, min(triton.next_power_of_2(k), TILE_BYTES // (block_n * weight_bytes),
+                          MAX_TILE_ELEMENTS // block_n))
+    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "STAGES": 3}
+
+
+def config_for(x: torch.Tensor, w: torch.Tensor) -> dict:
+    n, k = w.shape
+    if not x.is_cuda:
+        return dict(CPU_CONFIG)
+    tuned = TUNED.get((n, k, w.element_size()))
+    return dict(tuned) if tuned else gpu_config(n, k, w.element_size(), _sm_count(x.device))
+
+
+# -------------------------------------------------------------------------------------------------
+# Launch
+# -------------------------------------------------------------------------------------------------
+
+
+def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None, *,
+                 norm: torch.Tensor | None = None, eps: float = 1e-5, swiglu: bool = False,
+                 residual: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
+    """epilogue(prologue(x) · (w · scale)ᵀ) -> [M, N] in x's dtype.
+
+    x [M, K] (or [M, 2K] with swiglu=True: silu of its first half times its second), w [N, K] in x's dtype,
+    or int8 / float8_e4m3fn with `scale` [N] float32; norm [K]: RMSNorm of x (with `eps`) scaled by it first;
+    residual [M, N]: added to the product. `config` fixes the tiles (BLOCK_N, BLOCK_K, num_warps, STAGES)."""
+    assert not (swiglu and norm is not None), "one prologue: RMSNorm or SwiGLU"
+    M = x.shape[0]
+    N, K = w.shape
+    assert x.shape[1] == (2 * K if swiglu else K), f"x is [M, {'2K' if swiglu else 'K'}] for w {tuple(w.shape)}"
+    assert x.stride(1) == 1 and w.stride(1) == 1, "rows of x and w contiguous"
+    assert (scale is None) == (w.dtype == x.dtype), "8-bit weights need their scales; bf16 ones none"
+    cfg = dict(config or config_for(x, w))
+    block_m = min(triton.next_power_of_2(M), 4)
+    block_k = cfg.pop("BLOCK_K")
+    while block_m * cfg["BLOCK_N"] * block_k > MAX_TILE_ELEMENTS * cfg["num_warps"] // 4 and block_k > 16:
+        block_k //= 2  # a larger M holds more products per weight tile
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    if residual is not None:
+        assert residual.shape == (M, N) and residual.stride(1) == 1
+    prologue = SWIGLU if swiglu else RMSNORM if norm is not None else NO_PROLOGUE
+    grid = (triton.cdiv(M, block_m), triton.cdiv(N, cfg["BLOCK_N"]))
+    fused_linear_kernel[grid](
+        x, w, scale if scale is not None else y, norm if norm is not None else y,
+        residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
+        residual.stride(0) if residual is not None else 0, y.stride(0), PROLOGUE=prologue,
+        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg)
+    return y
+
+
+# -------------------------------------------------------------------------------------------------
+# Rotary embedding and the cache write
+# -------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def rope_cache_kernel(QKV, Cos, Sin, Pos, Q, KC, VC, Hq, Hkv, sxb, scs, sqb, sqh, skb, skh, sks, svb, svh, svs,
+                      HALF: tl.constexpr):
+    """Program (b, head) of the fused q | k | v row: q and k heads rotated by position pos = Pos[b]'s
+    angles (pairs i, i + HALF), q's written to Q, k's and v's to the caches at pos."""
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1)
+    pos = tl.load(Pos + b).to(tl.int64)
+    offs = tl.arange(0, HALF)
+    src = QKV + b * sxb + h * (2 * HALF)
+    x1 = tl.load(src + offs).to(tl.float32)
+    x2 = tl.load(src + HALF + offs).to(tl.float32)
+    if h < Hq + Hkv:  # q or k: rotate
+        c = tl.load(Cos + pos * scs + offs)
+        s = tl.load(Sin + pos * scs + offs)
+        x1, x2 = x1 * c - x2 * s, x2 * c + x1 * s
+    if h < Hq:
+        dst = Q + b * sqb + h * sqh
+    elif h < Hq + Hkv:
+        dst = KC + b * skb + (h - Hq) * skh + pos * sks
+    else:
+        dst = VC + b * svb + (h - Hq - Hkv) * svh + pos * svs
+    tl.store(dst + offs, x1.to(Q.dtype.element_ty))
+    tl.store(dst + HALF + offs, x2.to(Q.dtype.element_ty))
+
+
+def rope_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+                   k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """qkv [B, (Hq + 2·Hkv)·D] (q | k | v heads), cos and sin [max_seq, D/2] float32, positions [B] int32;
+    caches [B, Hkv, max_seq, D]. Writes rope(k) and v at each sequence's position; returns rope(q) [B, Hq, D]."""
+    B = qkv.shape[0]
+    Hkv, D = k_cache.shape[1], k_cache.shape[3]
+    assert qkv.shape[1] == (n_heads + 2 * Hkv) * D and qkv.stride(1) == 1 and D == triton.next_power_of_2(D)
+    assert cos.stride(1) == 1 and cos.stride() == sin.stride() and k_cache.stride(3) == v_cache.stride(3) == 1
+    q = torch.empty((B, n_heads, D), dtype=qkv.dtype, device=qkv.device)
+    rope_cache_kernel[(B, n_heads + 2 * Hkv)](
+        qkv, cos, sin, positions, q, k_cache, v_cache, n_heads, Hkv, qkv.stride(0), cos.stride(0), q.stride(0),
+        q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], HALF=D // 2, num_warps=1)
+    return q
+
+
+# -------------------------------------------------------------------------------------------------
+# Timing helpers (GPU)
+# -------------------------------------------------------------------------------------------------
+
+
+def capture(fn):
+    """fn() captured once as a CUDA graph (after two warm-up calls on a side stream, where Triton compiles);
+    returns the graph's replay."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def copies(nbytes: int, reps: int, device="cuda"):
+    """reps device-to-device copies of distinct buffers, each moving `nbytes` (half read, half written), as one
+    CUDA graph: the rate a stream of kernels of that size can reach, launch gaps included."""
+    pairs = [(torch.empty(max(nbytes // 4, 1), dtype=torch.int16, device=device),
+              torch.empty(max(nbytes // 4, 1), dtype=torch.int16, device=device)) for _ in range(reps)]
+    return capture(lambda: [dst.copy_(src) for src, dst in pairs])

@@ -1,0 +1,387 @@
+"""Lesson 10 (decoding): the kernels, the model, the exercises' data and judges, and the package's solutions."""
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+import torch
+
+from gpuprinciples import counters, runtime
+from gpuprinciples.decoder import (
+    LLAMA_1B,
+    OTHER_KERNELS,
+    TINY,
+    Decoder,
+    _rms_norm,
+    _rope,
+    decode_step_bytes,
+    kernel_group,
+    kv_cache_bytes,
+)
+from gpuprinciples.exercises import decoding
+from gpuprinciples.exercises.base import Case, LiveLoads, judge_live_loads
+from gpuprinciples.grading import grade
+from gpuprinciples.kernels import decode_step
+from gpuprinciples.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
+from gpuprinciples.kernels.decode_step import fused_linear, rope_and_cache
+from gpuprinciples.kernels.paged_attention import gather_pages, paged_decode_attention
+from gpuprinciples.kernels.weight_only_matmul import dequantized_linear, quantize, weight_only_matmul
+from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.submission import Submission
+
+DEVICE = runtime.DEVICE
+DTYPE = torch.float32 if runtime.INTERPRETER else torch.bfloat16
+TOL = 1e-5 if DTYPE == torch.float32 else 2e-2
+
+
+def solution(spec: str) -> Submission:
+    module, name = spec.split(":")
+    return Submission(source=f"from {module} import {name}\n", name=name, origin=spec)
+
+
+def random_cache(gen, B, Hq, Hkv, S, D):
+    q = torch.randn(B, Hq, D, generator=gen)
+    k, v = torch.randn(B, Hkv, S, D, generator=gen), torch.randn(B, Hkv, S, D, generator=gen)
+    lens = torch.randint(1, S + 1, (B,), generator=gen).to(torch.int32)
+    lens[0] = S
+    return [t.to(DEVICE, DTYPE) for t in (q, k, v)] + [lens.to(DEVICE)]
+
+
+# --- the kernels ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("B,Hq,Hkv,S,D,splits", [(1, 1, 1, 1, 32, None), (3, 8, 2, 150, 32, None), (2, 6, 2, 77, 64, 1),
+                                                 (2, 8, 1, 200, 32, 7), (1, 4, 4, 33, 128, None)])
+def test_decode_attention_matches_float64(B, Hq, Hkv, S, D, splits):
+    q, k, v, lens = random_cache(torch.Generator().manual_seed(S), B, Hq, Hkv, S, D)
+    got = decode_attention(q, k, v, lens, splits=splits)
+    want = decoding._attention_reference(q, k, v, lens)
+    assert got.dtype == q.dtype and (got.double() - want).abs().max() < TOL
+
+
+def test_decode_attention_reads_each_live_element_once_and_nothing_else():
+    if not runtime.INTERPRETER:
+        pytest.skip("loads are counted under the interpreter only")
+    q, k, v, lens = random_cache(torch.Generator().manual_seed(5), 3, 8, 2, 150, 32)
+    with counters.record(trace=True) as rec:
+        decode_attention(q, k, v, lens, splits=4)
+    live = decoding._live_positions((q, k, v, lens)).flatten()
+    for cache in (k, v):
+        loads = torch.from_numpy(counters.load_counts(rec, cache))
+        assert torch.equal(loads, live), "each live position once, nothing past the lengths"
+    assert rec.triton_launches == 2
+
+
+def test_the_split_plan_comes_from_shapes_and_no_tile_straddles_splits():
+    q = torch.zeros(4, 32, 128)
+    cfg = plan(q, 8, 1000)
+    assert cfg["chunk"] % cfg["block_n"] == 0 and cfg["splits"] == -(-1000 // cfg["chunk"])
+    assert plan(q, 8, 1000, splits=1)["splits"] == 1
+    assert plan(q, 8, 1000, splits=5, block_n=32)["chunk"] == 224  # 32 tiles of 32 over 5 splits: 7 each
+
+
+def test_the_gpu_split_rule_rounds_down_and_fills_the_gpu_once_the_batch_does():
+    """The H200's figures (132 SMs): 8 splits at the long context, 1 at batch 64 with 1024 positions, 16 at
+    LLAMA_1B's batch 1 with 4096 (each split ≥ 4 tiles); 2 stages at D = 128, 3 at D = 64."""
+    assert split_count(8, 8, 32768 // 64, 132) == 8
+    assert split_count(64, 8, 1024 // 64, 132) == 1
+    assert split_count(128, 8, 1024 // 64, 132) == 1
+    assert split_count(1, 8, 4096 // 64, 132) == 16
+    assert split_count(1, 1, 10_000, 132) == 64  # at most GPU_MAX_SPLITS
+    assert split_count(2, 8, 3, 132) == 1  # a short cache: one split
+    assert (gpu_stages(128), gpu_stages(64)) == (2, 3)
+
+
+@pytest.mark.parametrize("page", [8, 16, 64])
+def test_paged_matches_the_contiguous_cache(page):
+    gen = torch.Generator().manual_seed(page)
+    B, Hq, Hkv, S, D = 3, 8, 2, 130, 32
+    q, k, v, lens = random_cache(gen, B, Hq, Hkv, S, D)
+    per_seq = -(-S // page)
+    n_pages = B * per_seq + 5
+    order = torch.randperm(n_pages, generator=gen)
+    table = order[:B * per_seq].view(B, per_seq).to(torch.int32).to(DEVICE)
+    pad = per_seq * page - S
+    k_pages = torch.zeros(n_pages, Hkv, page, D, device=DEVICE, dtype=DTYPE)
+    v_pages = torch.zeros_like(k_pages)
+    for pool, cache in ((k_pages, k), (v_pages, v)):
+        padded = torch.nn.functional.pad(cache, (0, 0, 0, pad))
+        pool[order[:B * per_seq].to(DEVICE)] = padded.view(B, Hkv, per_seq, page, D).transpose(1, 2).reshape(-1, Hkv,
+                                                                                                             page, D)
+    assert torch.equal(gather_pages(k_pages, table, S), k)
+    got = paged_decode_attention(q, k_pages, v_pages, table, lens)
+    assert (got.double() - decoding._attention_reference(q, k, v, lens)).abs().max() < TOL
+
+
+def test_weight_only_matmul_matches_its_dequantised_product():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 200, generator=gen).to(DEVICE, DTYPE)
+    w = (torch.randn(77, 200, generator=gen) * 0.02).to(DEVICE, DTYPE)
+    w8, scale = quantize(w)
+    assert w8.dtype == torch.int8 and w8.abs().max() <= 127
+    got = weight_only_matmul(x, w8, scale)
+    want = dequantized_linear(x.double(), w8, scale.double())
+    assert (got.double() - want).abs().max() < (1e-5 if DTYPE == torch.float32 else 2e-2)
+    assert (got.float() - x.float() @ w.float().T).abs().max() < 0.05  # int8 rounding, not a wrong product
+
+
+@pytest.mark.parametrize("M", [1, 3, 6])
+def test_fused_linear_matches_its_unfused_operators(M):
+    """Each prologue (none, RMSNorm, SwiGLU) and epilogue (8-bit scales, residual), against the PyTorch operators
+    they replace; N and K multiples of no tile, M past one row tile (BLOCK_M ≤ 4)."""
+    gen = torch.Generator().manual_seed(M)
+    N, K = 77, 200
+    x = torch.randn(M, K, generator=gen).to(DEVICE, DTYPE)
+    wide = torch.randn(M, 2 * K, generator=gen).to(DEVICE, DTYPE)
+    w = (torch.randn(N, K, generator=gen) * 0.1).to(DEVICE, DTYPE)
+    res = torch.randn(M, N, generator=gen).to(DEVICE, DTYPE)
+    g = (torch.rand(K, generator=gen) + 0.5).to(DEVICE, DTYPE)
+    w8, scale = quantize(w)
+    f = torch.nn.functional
+    pairs = [(fused_linear(x, w), x.float() @ w.float().T),
+             (fused_linear(x, w, norm=g, eps=1e-5, residual=res), res.float() + _rms_norm(x.float(), g.float(), 1e-5)
+              @ w.float().T),
+             (fused_linear(wide, w, swiglu=True), (f.silu(wide[:, :K].float()) * wide[:, K:].float()) @ w.float().T),
+             (fused_linear(x, w8, scale, residual=res), res.float() + x.float() @ (w8.float() * scale[:, None]).T)]
+    for got, want in pairs:
+        assert got.shape == (M, N) and got.dtype == DTYPE
+        assert (got.float() - want).abs().max() < TOL * 10 * want.abs().max()
+    with pytest.raises(AssertionError, match="scales"):
+        fused_linear(x, w8)
+
+
+def test_fused_linear_tiles_fill_the_gpu_and_fit_the_registers():
+    for n, k, size in [(3072, 2048, 2), (2048, 2048, 2), (16384, 2048, 2), (2048, 8192, 2), (128256, 2048, 2),
+                       (2048, 8192, 1), (77, 200, 2)]:
+        cfg = decode_step.gpu_config(n, k, size, 132)
+        programs = -(-n // cfg["BLOCK_N"])
+        assert cfg["BLOCK_N"] == 1 or n // cfg["BLOCK_N"] >= decode_step.PROGRAMS_PER_SM * 132  # fills the GPU
+        assert cfg["BLOCK_N"] == 32 or programs < 2 * decode_step.PROGRAMS_PER_SM * 132  # and no smaller tiles
+        assert cfg["BLOCK_N"] * cfg["BLOCK_K"] <= decode_step.MAX_TILE_ELEMENTS
+    decode_step.TUNED[(77, 200, DTYPE.itemsize)] = {"BLOCK_N": 16, "BLOCK_K": 64, "num_warps": 4, "STAGES": 1}
+    try:
+        if DEVICE == "cuda":
+            x, w = torch.zeros(1, 200, device=DEVICE, dtype=DTYPE), torch.zeros(77, 200, device=DEVICE, dtype=DTYPE)
+            assert decode_step.config_for(x, w)["BLOCK_N"] == 16
+    finally:
+        del decode_step.TUNED[(77, 200, DTYPE.itemsize)]
+
+
+def test_rope_and_cache_write_the_pytorch_steps_values():
+    gen = torch.Generator().manual_seed(4)
+    B, Hq, Hkv, D, S = 3, 4, 2, 32, 20
+    qkv = torch.randn(B, (Hq + 2 * Hkv) * D, generator=gen).to(DEVICE, DTYPE)
+    angles = torch.arange(S)[:, None] * (1.0 / 500_000 ** (torch.arange(0, D, 2) / D))[None, :]
+    cos, sin = angles.cos().to(DEVICE), angles.sin().to(DEVICE)
+    pos = torch.tensor([3, 0, 19], dtype=torch.int32, device=DEVICE)
+    k_cache = torch.zeros(B, Hkv, S, D, device=DEVICE, dtype=DTYPE)
+    v_cache = torch.zeros_like(k_cache)
+    q = rope_and_cache(qkv, cos, sin, pos, k_cache, v_cache, Hq)
+    q0, k0, v0 = qkv.split([Hq * D, Hkv * D, Hkv * D], -1)
+    c, s_ = cos[pos.long()], sin[pos.long()]
+    rows = torch.arange(B, device=DEVICE)
+    assert torch.allclose(q.float(), _rope(q0.reshape(B, Hq, D), c, s_).float(), atol=TOL)
+    assert torch.allclose(k_cache[rows, :, pos.long()].float(), _rope(k0.reshape(B, Hkv, D), c, s_).float(), atol=TOL)
+    assert torch.equal(v_cache[rows, :, pos.long()], v0.reshape(B, Hkv, D))
+    assert int((k_cache != 0).any(-1).sum()) == B * Hkv  # nothing else written
+
+
+def test_kernel_groups():
+    assert kernel_group("fused_linear_kernel") == "matmuls: fused_linear"
+    assert kernel_group("nvjet_tst_64x8_64x16_4x1_v_bz_TNN") == "matmuls: cuBLAS"
+    assert kernel_group("void gemv2T_kernel_val<int, int, __nv_bfloat16>") == "matmuls: cuBLAS"
+    assert kernel_group("split_kv_kernel") == "attention: split-KV + merge"
+    assert kernel_group("void pytorch_flash::flash_fwd_splitkv_kernel<>") == "attention: SDPA"
+    assert kernel_group("void at::native::vectorized_elementwise_kernel<4>") == OTHER_KERNELS
+
+
+# --- the model ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attention", ["triton", "sdpa"])
+def test_a_decode_step_continues_the_prefill(attention):
+    """Decoding token T at position T after a prefill of T tokens gives the logits a prefill of T + 1 gives."""
+    gen = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, TINY.vocab, (2, 9), generator=gen).to(DEVICE)
+    nxt = torch.randint(0, TINY.vocab, (2,), generator=gen).to(DEVICE)
+    model = Decoder(TINY, batch=2, max_seq=16, attention=attention)
+    model.prefill(prompt)
+    got = model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE))
+    want = Decoder(TINY, batch=2, max_seq=16).prefill(torch.cat([prompt, nxt[:, None]], 1))
+    assert (got.float() - want.float()).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
+
+
+@pytest.mark.parametrize("fmt", [None, torch.int8])
+def test_the_fused_step_is_the_pytorch_step_in_seven_launches_a_layer(fmt):
+    gen = torch.Generator().manual_seed(3)
+    prompt = torch.randint(0, TINY.vocab, (2, 9), generator=gen).to(DEVICE)
+    nxt = torch.randint(0, TINY.vocab, (2,), generator=gen).to(DEVICE)
+    plain, fused = Decoder(TINY, batch=2, max_seq=16), Decoder(TINY, batch=2, max_seq=16, fused=True)
+    for m in (plain, fused):
+        if fmt is not None:
+            m.quantize(fmt)
+        m.prefill(prompt)
+    lens = torch.full((2,), 9, dtype=torch.int32, device=DEVICE)
+    want = plain.decode(nxt, lens).float()
+    with counters.record() as rec:
+        got = fused.decode(nxt, lens).float()
+    assert (got - want).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
+    assert (fused.k_cache - plain.k_cache).abs().max() < TOL and (fused.v_cache - plain.v_cache).abs().max() < TOL
+    assert rec.triton_launches <= 7 * TINY.n_layers + 1  # 5 + attention's 1 or 2 per layer, and the head
+    assert sum(rec.torch_compute_ops.values()) <= 2  # the embedding lookup and seq_lens + 1
+
+
+def test_quantised_weights_halve_the_bytes_and_keep_the_logits_close():
+    model = Decoder(TINY, batch=1, max_seq=8)
+    prompt = torch.randint(0, TINY.vocab, (1, 5), generator=torch.Generator().manual_seed(2)).to(DEVICE)
+    want = model.prefill(prompt).float()
+    bytes_16 = model.weight_bytes()
+    assert bytes_16 == TINY.matmul_params() * model.embed.element_size()
+    model.quantize(torch.int8)
+    assert model.weight_bytes() < 0.55 * bytes_16 * 2 / model.embed.element_size()  # 1 byte a weight + scales
+    assert (model.prefill(prompt).float() - want).abs().max() < 0.05 * want.abs().max()
+
+
+def test_the_configs_count_what_llama_3_2_1b_has():
+    assert LLAMA_1B.n_params() == 1_235_814_400  # Llama 3.2 1B's parameter count, embedding tied
+    assert TINY.n_params() < 1_000_000
+    assert decode_step_bytes(LLAMA_1B, 1, 0) == 2 * LLAMA_1B.matmul_params()
+
+
+# --- the exercises' data and judges ---------------------------------------------------------------
+
+
+def test_kv_cases_cover_mha_gqa_mqa_and_dtypes():
+    cases = decoding._kv_cases(torch.Generator().manual_seed(1), "cpu")
+    assert {c.args[0].n_kv_heads == c.args[0].n_heads for c in cases} == {True, False}
+    assert any(c.args[0].n_kv_heads == 1 for c in cases)
+    assert {c.args[3] for c in cases} >= {torch.bfloat16, torch.float32, torch.float8_e4m3fn}
+    assert [c.label for c in cases] != [c.label for c in decoding._kv_cases(torch.Generator().manual_seed(2), "cpu")]
+    for c in cases:
+        assert decoding._kv_reference(*c.args) == kv_cache_bytes(*c.args)
+
+
+@pytest.mark.parametrize("wrong, words", [
+    (lambda c, b, s, d: c.n_layers * b * s * c.n_kv_heads * c.head_dim * d.itemsize, "k or v alone"),
+    (lambda c, b, s, d: 2 * c.n_layers * b * s * c.n_heads * c.head_dim * d.itemsize, "every query head"),
+    (lambda c, b, s, d: 2 * b * s * c.n_kv_heads * c.head_dim * d.itemsize, "one layer"),
+    (lambda c, b, s, d: 2 * c.n_layers * b * s * c.n_kv_heads * c.head_dim * 4, "4 bytes per element"),
+])
+def test_wrong_kv_formulas_fail_with_a_hint(wrong, words):
+    cases = decoding._kv_cases(torch.Generator().manual_seed(3), "cpu")
+    said = [" ".join(decoding._compare_kv(wrong(*c.args), decoding._kv_reference(*c.args), c)) for c in cases]
+    assert any(said) and any(words in s.lower() for s in said), said
+    assert not decoding._compare_kv(kv_cache_bytes(*cases[0].args), decoding._kv_reference(*cases[0].args), cases[0])
+    assert decoding._compare_kv("a lot", 5, cases[0])
+
+
+def test_decode_cases_are_fresh_and_cover_the_contract():
+    cases = decoding._decode_cases(torch.Generator().manual_seed(1), "cpu")
+    others = decoding._decode_cases(torch.Generator().manual_seed(2), "cpu")
+    assert [c.label for c in cases] != [c.label for c in others]
+    groups = {c.args[0].shape[1] // c.args[1].shape[1] for c in cases}
+    assert {1, 3, 4, 8} <= groups  # MHA, an odd group, GQA, MQA
+    assert any(not c.args[0].is_contiguous() for c in cases) and any(not c.args[1].is_contiguous() for c in cases)
+    assert any(c.args[1].untyped_storage().data_ptr() == c.args[2].untyped_storage().data_ptr() for c in cases)
+    for c in cases:
+        q, k, v, lens = c.args
+        assert lens.dtype == torch.int32 and int(lens.min()) >= 1 and int(lens.max()) == k.shape[2]
+        dead = ~decoding._live_positions(c.args).bool()
+        if " nan " in c.label:
+            assert torch.isnan(v[dead]).all()
+        assert torch.isfinite(decoding._attention_reference(*c.args)).all()
+
+
+def test_every_decode_case_can_fail():
+    """Zeros, q itself, and the wrong head mapping (h % Hkv instead of h // G) must not pass."""
+    for case in decoding._decode_cases(torch.Generator().manual_seed(3), "cpu"):
+        q, k, v, lens = case.args
+        want = decoding._attention_reference(*case.args)
+        compare = decoding.DECODE_ATTENTION.compare
+
+        def wrap(out):
+            return {"out": out, "device": "cpu", "loads": None}
+        assert compare(wrap(torch.zeros_like(q)), want, case)
+        assert compare(wrap(q.clone()), want, case)
+        assert not compare(wrap(want.to(q.dtype)), want, case)
+        Hq, Hkv = q.shape[1], k.shape[1]
+        if Hq != Hkv and Hkv > 1:
+            heads = torch.arange(Hq) % Hkv
+            mixed = decoding._attention_reference(q, k[:, heads], v[:, heads], lens)  # as if MHA with another order
+            assert compare(wrap(mixed.to(q.dtype)), want, case)
+
+
+def test_the_live_load_judge():
+    k = torch.zeros(2, 1, 5, 2)
+    lens = torch.tensor([2, 5], dtype=torch.int32)
+    case = Case("tiny", (torch.zeros(2, 1, 2), k, k, lens))
+    region = LiveLoads(1, "k_cache", decoding._live_positions, 1.1, what="positions at or past seq_lens[b]",
+                       once="once")
+    live = decoding._live_positions(case.args).flatten()
+    ptr = [k.untyped_storage().data_ptr()]
+    assert judge_live_loads([region], {"1": live, "storage": ptr}, case) == []
+    past = live.clone()
+    past[2 * 2] = 1  # sequence 0, position 2: past its length
+    (why,) = judge_live_loads([region], {"1": past, "storage": ptr}, case)
+    assert "must not be read" in why and "k_cache[0, 0, 2, 0]" in why
+    (why,) = judge_live_loads([region], {"1": live * 4, "storage": ptr}, case)
+    assert "4.00× over" in why and "up to 4 times" in why
+    (why,) = judge_live_loads([region], {"1": torch.zeros_like(live), "storage": ptr}, case)
+    assert "never loaded" in why and "14 of k_cache" in why
+
+
+def test_traffic_bound_allows_the_splits_and_refuses_copies():
+    case = decoding._decode_cases(torch.Generator().manual_seed(4), "cpu")[1]
+    rule = decoding.DECODE_ATTENTION.requirements[-1]
+    least = decoding._decode_min_bytes(case.args)
+    assert rule.evaluate({"load_bytes": least, "store_bytes": 0, "torch_bytes": 0}, case) is None
+    k = case.args[1]
+    whole_copy = 2 * k.numel() * k.element_size()
+    assert "pytorch copies" in rule.evaluate({"load_bytes": least, "store_bytes": 0, "torch_bytes": whole_copy},
+                                             case).lower()
+
+
+def test_paged_cases_point_dead_entries_elsewhere():
+    for case in decoding._paged_cases(torch.Generator().manual_seed(1), "cpu"):
+        q, kp, vp, table, lens = case.args
+        page = kp.shape[2]
+        live = decoding._live_page_rows(case.args)
+        assert int(live.sum()) == int(lens.sum()) * kp.shape[1] * kp.shape[3]  # every live position in one page
+        used = table[torch.arange(table.shape[1])[None, :] < (lens[:, None].long() + page - 1) // page]
+        assert len(set(used.tolist())) == len(used)  # no page shared by two live positions
+        assert torch.isfinite(decoding._paged_reference(*case.args)).all()
+
+
+def test_value_exercises():
+    assert grade("decoding.ridge_batch", 206).status == PASSED
+    assert grade("decoding.ridge_batch", 1).status == FAILED
+    tokens = 4.8e12 / (2 * LLAMA_1B.matmul_params() + kv_cache_bytes(LLAMA_1B, 1, 4096, torch.bfloat16))
+    assert grade("decoding.tokens_per_s", tokens).status == PASSED
+    assert grade("decoding.tokens_per_s", 2 * tokens).status == FAILED
+    assert grade("decoding.tokens_per_s", None).status == NOT_ATTEMPTED
+    assert 1800 < tokens < 1900
+
+
+def test_mha_cache_is_four_times_gqa():
+    assert kv_cache_bytes(replace(LLAMA_1B, n_kv_heads=32), 1, 8192, torch.bfloat16) == 4 * kv_cache_bytes(
+        LLAMA_1B, 1, 8192, torch.bfloat16)
+
+
+# --- grading the package's solutions --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def solution_reports():
+    ids = ["decoding.kv_cache_bytes", "decoding.decode_attention", "decoding.paged_decode_attention"]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        from gpuprinciples.exercises import get
+        return dict(zip(ids, pool.map(lambda i: grade(i, solution(get(i).solution)), ids)))
+
+
+@pytest.mark.parametrize("exercise_id", ["decoding.kv_cache_bytes", "decoding.decode_attention",
+                                         "decoding.paged_decode_attention"])
+def test_the_package_solutions_pass(solution_reports, exercise_id):
+    report = solution_reports[exercise_id]
+    assert report.status == PASSED, report.reasons
+    if runtime.INTERPRETER and exercise_id != "decoding.kv_cache_bytes":
+        assert report.measurements["counts"]["triton_launches"] in (1, 2)

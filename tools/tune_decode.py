@@ -1,0 +1,677 @@
+"""Check and tune lesson 10's kernels and model on a GPU, and time them against PyTorch; compact tables.
+
+    PYTHONPATH=. python tools/tune_decode.py              # on the H200: about 3-4 minutes
+    PYTHONPATH=. python tools/tune_decode.py --dry-run    # anywhere: every item at toy sizes (a CPU runs the
+                                                          # interpreter: checks the script, times nothing real)
+
+Items, in order (each catches its own errors, so one failure does not hide the rest; past the time budget the
+remaining items are skipped and say so):
+
+1. correctness in bf16/fp16 on this GPU: both attention kernels on the exercises' GPU cases; fused_linear on the
+   model's five weight shapes with the prologue and epilogue the fused step gives each (bf16, int8, fp8); the tiny
+   model's decode against its prefill, with PyTorch's kernels and with the fused ones; CUDA-graph steps against
+   eager ones;
+2. the model (LLAMA_1B) at batch 1 with 4096 positions: prefill TFLOP/s and its kernels by group; the decode step
+   eager and as a CUDA graph, with PyTorch's kernels and with the fused ones (kernels/decode_step.py), SDPA over the
+   whole static cache, int8 and fp8 weights; tokens/s against the bandwidth roofline; where each graphed step's
+   time goes (torch.profiler, kernels by group);
+3. the matrix-vector products of a batch-1 step on the model's five weight shapes, 16 calls on 16 distinct weights
+   per CUDA graph (2 for the head), as in a step: fused_linear's tiles against cuBLAS bf16 and a copy of the same
+   bytes (bf16, then int8); the best tiles per shape as a `decode_step.TUNED` table, and item 2's fused step timed
+   with them (what the lesson would print with that table in the package);
+4. the two kernel exercises graded end to end with their pass lines (decode attention also on ragged lengths): the
+   package's solutions, and on a GPU two submissions of tests/submissions/decoding/ that must fail on speed alone
+   (K/V read once per query head; every position read, past the lengths too);
+5. decode attention at the long-context case (B 8, Hq 32, Hkv 8, S 32768, D 128): the default plan against
+   neighbouring splits and tiles, every SDPA form that runs (packed GQA and enable_gqa), a copy of the same bytes;
+6. paged attention (pages of 16) at the long-context case: splits and tiles, against gather + SDPA and the
+   contiguous kernel;
+7. decode attention at the model's shapes (D 64): batch 1 at 4096, 16 and 64 at 1024;
+8. the batch sweep at 1024 positions: graphed steps with PyTorch's kernels at batch 1 to 256, fused ones at 1 to 8.
+
+Every time: `gpuprinciples.timing` (CUDA events, L2 flushed before each call, the variants interleaved), medians.
+`--out FILE` (default $OUT/tune_decode.json when OUT is set) keeps every row as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+
+from gpuprinciples import hardware, runtime, timing
+from gpuprinciples.decoder import (
+    LLAMA_1B,
+    TINY,
+    Decoder,
+    by_group,
+    decode_step_bytes,
+    decode_step_flops,
+    profile_kernels,
+    time_step,
+)
+from gpuprinciples.exercises import decoding as ex
+from gpuprinciples.kernels import decode_attention as dk
+from gpuprinciples.kernels import decode_step as ds
+from gpuprinciples.kernels import paged_attention as pk
+from gpuprinciples.kernels import weight_only_matmul as wk
+
+F = torch.nn.functional
+START = time.monotonic()
+RESULTS: dict = {}
+ARGS = argparse.Namespace(dry_run=False, budget=215.0, only=None)
+DEV = runtime.DEVICE
+STATE: dict = {}  # the LLAMA_1B model of item 2, reused by item 3
+
+
+def sizes(real, dry):
+    return dry if ARGS.dry_run else real
+
+
+def item(fn):
+    """Run one item: its title, its time, its error (caught and printed), its rows kept in RESULTS."""
+    name = fn.__doc__.strip().splitlines()[0]
+
+    def run():
+        if ARGS.only and name.split(".")[0] not in ARGS.only:
+            return
+        spent = time.monotonic() - START
+        if spent > ARGS.budget:
+            print(f"\n== {name}: SKIPPED (time budget spent: {spent:.0f} s)", flush=True)
+            RESULTS[name] = "skipped"
+            return
+        print(f"\n== {name}", flush=True)
+        t0 = time.monotonic()
+        try:
+            RESULTS[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - one failure must not hide the other items
+            RESULTS[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            print(f"   FAILED: {type(exc).__name__}: {str(exc)[:400]}")
+            traceback.print_exc(limit=4)
+        print(f"   ({time.monotonic() - t0:.1f} s; {time.monotonic() - START:.0f} s in all)", flush=True)
+        if DEV == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+    return run
+
+
+def copy_ceiling() -> float:
+    return hardware.ceilings().copy_bandwidth if DEV == "cuda" else 1e10
+
+
+def usable(fns: dict, args: tuple) -> dict:
+    """The functions that run on `args` (compiling them now); the others are printed with their error."""
+    kept = {}
+    for name, fn in fns.items():
+        try:
+            fn(*args)
+            kept[name] = fn
+        except Exception as exc:  # noqa: BLE001
+            first = str(exc).splitlines()[0][:120] if str(exc) else ""
+            print(f"   {name}: unavailable ({type(exc).__name__}: {first})")
+    runtime.synchronize()
+    return kept
+
+
+def table(title: str, fns: dict, args: tuple, least_bytes: float, budget_s: float = 1.0, flops: float = 0.0,
+          flush: bool = True, top: int | None = None, per_call: int = 1) -> list[dict]:
+    """Time `fns` interleaved on `args`; print fastest first: median (divided by `per_call`, the calls one
+    function makes), TB/s and share of copy for `least_bytes` (per call), TFLOP/s when `flops`, speedup over the
+    first entry with its 95 % interval. With `top`, only the `top` fastest "cfg" rows are printed."""
+    fns = usable(fns, args)
+    if not fns:
+        print("   nothing ran")
+        return []
+    result = timing.compare(fns, args=args, device=DEV, budget_s=budget_s, flush=flush, max_rounds=100)
+    base = next(iter(fns))
+    copy = copy_ceiling()
+    print(f"   {title}: {len(result.rounds)} rounds; speedup vs {base}")
+    rows = []
+    ordered = sorted(result.timings.items(), key=lambda kv: kv[1].median)
+    shown = 0
+    for name, t in ordered:
+        s = result.speedup(name, base) if name != base else None
+        seconds = t.median / per_call
+        row = {"name": name, "us": seconds * 1e6, "TBps": least_bytes / seconds / 1e12,
+               "of_copy": least_bytes / seconds / copy, "spread": t.spread}
+        if flops:
+            row["TFLOPps"] = flops / seconds / 1e12
+        if s is not None:
+            row["speedup"] = [s.ratio, s.ci_low, s.ci_high]
+        rows.append(row)
+        is_cfg = name.startswith("cfg")
+        if top is None or not is_cfg or shown < top:
+            shown += is_cfg
+            extra = f"{row['TFLOPps']:7.1f} TF/s" if flops else ""
+            sp = f"{s.ratio:5.2f}x [{s.ci_low:.2f},{s.ci_high:.2f}]" if s else "    -"
+            print(f"   {name:58}{row['us']:10.1f} us{row['TBps']:6.2f} TB/s{row['of_copy']:5.0%}{extra}  {sp}",
+                  flush=True)
+    return rows
+
+
+def copy_of(nbytes: int):
+    """A device-to-device copy moving `nbytes` in all (half read, half written): the practical ceiling."""
+    src = torch.empty(max(nbytes // 4, 1), dtype=torch.int16, device=DEV)
+    dst = torch.empty_like(src)
+    return lambda *args: dst.copy_(src)
+
+
+def cfg_name(cfg: dict) -> str:
+    return "cfg " + " ".join(f"{k}={v}" for k, v in cfg.items())
+
+
+def decode_fn(kernel, cfg: dict):
+    return lambda *args: kernel(*args, **cfg)
+
+
+def sdpa_forms(packed_only: bool = False, backends=("FLASH_ATTENTION", "CUDNN_ATTENTION", None)) -> dict:
+    """SDPA backends on (q, k, v, seq_lens) with full caches: the packed GQA form, and the enable_gqa form."""
+    fns = {}
+    for backend in backends:
+        for packed in ((True,) if packed_only else (True, False)):
+            f = dk.sdpa_decode(backend, packed)
+            fns[f.__name__] = (lambda f: lambda q, k, v, n: f(q, k, v, k.shape[2]))(f)
+    return fns
+
+
+def attention_args(B, Hq, Hkv, S, D, dtype=torch.bfloat16, length=None):
+    gen = torch.Generator(device=DEV).manual_seed(0)
+    dtype = dtype if DEV == "cuda" else torch.float32
+    q = torch.randn(B, Hq, D, generator=gen, device=DEV, dtype=dtype)
+    k, v = (torch.randn(B, Hkv, S, D, generator=gen, device=DEV, dtype=dtype) for _ in range(2))
+    return q, k, v, torch.full((B,), length or S, dtype=torch.int32, device=DEV)
+
+
+def graphs(fns: dict) -> dict:
+    """Each zero-argument function captured as a CUDA graph (eager on a CPU dry run), as a function of
+    (*ignored); the ones that fail to capture are printed and left out."""
+    out = {}
+    for name, fn in fns.items():
+        try:
+            replay = ds.capture(fn) if DEV == "cuda" else fn
+            out[name] = (lambda r: lambda *args: r())(replay)
+        except Exception as exc:  # noqa: BLE001
+            print(f"   {name}: unavailable ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
+    return out
+
+
+# -------------------------------------------------------------------------------------------------
+# 1. correctness
+# -------------------------------------------------------------------------------------------------
+
+
+def fused_linear_cases(config, fmt, gen, dtype):
+    """(label, function of nothing -> (got, want in float64)) for each of the step's five weight shapes with the
+    prologue and epilogue the fused step gives it."""
+    d = config.d_model
+    shapes = {**config.layer_shapes(), "head": (config.vocab, d)}
+    cases = []
+    for name, (n, k) in shapes.items():
+        w = torch.randn(n, k, generator=gen, device=DEV, dtype=dtype) * 0.02
+        packed = (w, None) if fmt is None else wk.quantize(w, fmt)
+        wide = packed[0].double() * (1 if packed[1] is None else packed[1].double()[:, None])
+        for m in ((1, 3) if fmt is None and name in ("wqkv", "w2") else (1,)):
+            x = torch.randn(m, 2 * k if name == "w2" else k, generator=gen, device=DEV, dtype=dtype)
+            res = torch.randn(m, n, generator=gen, device=DEV, dtype=dtype)
+            norm = 1 + 0.1 * torch.randn(k, generator=gen, device=DEV, dtype=dtype)
+            xd = x.double()
+            if name in ("wqkv", "w13", "head"):
+                kw = {"norm": norm, "eps": config.norm_eps}
+                h = xd * torch.rsqrt(xd.pow(2).mean(-1, keepdim=True) + config.norm_eps) * norm.double()
+                want = h @ wide.T
+            elif name == "wo":
+                kw = {"residual": res}
+                want = res.double() + xd @ wide.T
+            else:
+                kw = {"swiglu": True, "residual": res}
+                want = res.double() + (F.silu(xd[:, :k]) * xd[:, k:]) @ wide.T
+            cases.append((f"{name} [{n}, {k}] M={m} {sorted(kw)}",
+                          (lambda x=x, p=packed, kw=kw, want=want: (ds.fused_linear(x, *p, **kw), want))))
+    return cases
+
+
+@item
+def correctness():
+    """1. correctness on this device (the exercises' GPU cases, fused_linear, the model, CUDA graphs)"""
+    from gpuprinciples.worker import _to_device
+    report = {}
+    mode = "gpu" if DEV == "cuda" else "cpu"
+    kernels = ((ex.DECODE_ATTENTION, dk.decode_attention), (ex.PAGED_DECODE_ATTENTION, pk.paged_decode_attention))
+    for exercise, fn in kernels:
+        bad = []
+        cases = exercise.cases(torch.Generator().manual_seed(1), mode)
+        for case in cases[:sizes(len(cases), 3)]:
+            out = fn(*_to_device(case.args, DEV))
+            got = {"out": out.cpu(), "device": DEV, "loads": None}
+            why = exercise.compare(got, exercise.reference(*case.args), case)
+            if why:
+                bad.append(why[0][:200])
+        checked = sizes(len(cases), 3)
+        print(f"   {exercise.id}: {checked - len(bad)} of {checked} cases right" + "".join(f"\n     {b}" for b in bad))
+        report[exercise.id] = bad
+    gen = torch.Generator(device=DEV).manual_seed(0)
+    dtype = torch.bfloat16 if DEV == "cuda" else torch.float32
+    for fmt in (None, torch.int8, torch.float8_e4m3fn) if DEV == "cuda" else (None, torch.int8):
+        worst = []
+        for label, run in fused_linear_cases(sizes(LLAMA_1B, TINY), fmt, gen, dtype):
+            got, want = run()
+            rel = float((got.double() - want).abs().max() / want.abs().max())
+            worst.append((rel, label))
+            report[f"fused_linear {fmt or dtype} {label}"] = rel
+        rel, label = max(worst)
+        print(f"   fused_linear, {str(fmt or dtype)[6:]} weights, {len(worst)} shapes/prologues: largest |error| "
+              f"{rel:.2e} of the largest |output| ({label})")
+    prompt = torch.randint(0, TINY.vocab, (2, 9), generator=torch.Generator().manual_seed(1)).to(DEV)
+    nxt = torch.randint(0, TINY.vocab, (2,), generator=torch.Generator().manual_seed(2)).to(DEV)
+    want = Decoder(TINY, batch=2, max_seq=24).prefill(torch.cat([prompt, nxt[:, None]], 1)).float()
+    for fused in (False, True):
+        m = Decoder(TINY, batch=2, max_seq=24, fused=fused)
+        m.prefill(prompt)
+        got = m.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEV)).float()
+        kind = "fused" if fused else "PyTorch"
+        print(f"   tiny model, {kind} kernels: decode after prefill vs prefill of one more token: max |logit "
+              f"difference| {(got - want).abs().max():.3e} (logits up to {want.abs().max():.2f})")
+        report[f"model decode vs prefill, {kind}"] = float((got - want).abs().max())
+        if DEV == "cuda":
+            tokens, lens = nxt.clone(), torch.full((2,), 9, dtype=torch.int32, device=DEV)
+            eager_tokens, eager_lens = tokens.clone(), lens.clone()
+            replay = m.graphed_step(tokens, lens)
+            same = []
+            for _ in range(3):
+                replay()
+                eager_tokens.copy_(m.decode(eager_tokens, eager_lens).argmax(-1))  # the same cache, eagerly
+                eager_lens.add_(1)
+                same.append(bool(torch.equal(tokens, eager_tokens)))
+            print(f"   tiny model, {kind} kernels: CUDA-graph steps give the eager steps' tokens: {same}")
+            report[f"graph == eager, {kind}"] = same
+    return report
+
+
+# -------------------------------------------------------------------------------------------------
+# 5. decode attention, long context
+# -------------------------------------------------------------------------------------------------
+
+
+@item
+def long_context():
+    """5. decode attention, long context (B 8, Hq 32, Hkv 8, S 32768, D 128, bf16): default plan, splits, tiles, SDPA"""
+    c = sizes(ex.LONG_CONTEXT, {"B": 2, "Hq": 8, "Hkv": 2, "S": 300, "D": 64})
+    args = attention_args(c["B"], c["Hq"], c["Hkv"], c["S"], c["D"])
+    least = ex._decode_min_bytes(args)
+    default = dk.plan(args[0], c["Hkv"], c["S"])
+    print(f"   default plan: {default}")
+    tiles = {k: default[k] for k in ("block_n", "num_warps", "num_stages")}
+    variants = [{**tiles, "splits": n} for n in sizes((4, 6, 7, 9, 10, 12, 16), (1, 3))]
+    variants += [dict(block_n=bn, num_warps=4, num_stages=st, splits=default["splits"])
+                 for bn, st in sizes(((32, 2), (64, 3), (128, 2)), ((32, 2),))]
+    fns = {"default": decode_fn(dk.decode_attention, {}),
+           **{cfg_name(v): decode_fn(dk.decode_attention, v) for v in variants},
+           **sdpa_forms(), "sdpa_efficient_attention": sdpa_forms(True, ("EFFICIENT_ATTENTION",))[
+               "sdpa_efficient_attention"], "copy of the same bytes": copy_of(least)}
+    rows = table("against SDPA and copy", fns, args, least, budget_s=sizes(3.0, 0.2),
+                 flops=4 * c["B"] * c["Hq"] * c["S"] * c["D"])
+    return {"default_plan": default, "rows": rows}
+
+
+# -------------------------------------------------------------------------------------------------
+# 2. the model
+# -------------------------------------------------------------------------------------------------
+
+
+def graph_time(m: Decoder, batch: int, context: int, rounds: int = 60) -> float:
+    """Median seconds of one graphed step (eager on a CPU dry run), every call from `context` positions."""
+    return time_step(m, batch, context, graph=DEV == "cuda", max_rounds=rounds if DEV == "cuda" else 2)
+
+
+def print_profile(title: str, run, seconds: float, calls: int = 10) -> dict:
+    """The kernels of `calls` calls of run(), by group, against the call's measured time."""
+    rows = profile_kernels(run, calls=calls)
+    if not rows:
+        print(f"   {title}: the profiler saw no kernels")
+        return {}
+    groups = by_group(rows)
+    busy = sum(g["us"] for g in groups.values())
+    print(f"   {title}: {sum(g['launches'] for g in groups.values()):.0f} kernels, {busy:.0f} us of kernel time in "
+          f"{seconds * 1e6:.0f} us ({seconds * 1e6 - busy:.0f} us between kernels)")
+    for group, g in groups.items():
+        print(f"     {group:58}{g['launches']:6.0f} kernels{g['us']:9.0f} us{g['us'] / (seconds * 1e6):6.0%}")
+    for r in rows[:6]:
+        print(f"       {r['name'][:70]:72}{r['launches']:5.0f}x{r['us']:8.0f} us")
+    return {"groups": groups, "top": rows[:12], "kernel_us": busy, "us": seconds * 1e6}
+
+
+def profile_step(title: str, m: Decoder, context: int, step_s: float) -> dict:
+    """print_profile of 10 graphed steps of `m` at batch 1 from `context` positions."""
+    tokens = torch.zeros(1, dtype=torch.long, device=DEV)
+    lens = torch.full((1,), context, dtype=torch.int32, device=DEV)
+    return print_profile(title, m.graphed_step(tokens, lens), step_s)
+
+
+@item
+def model():
+    """2. the model: prefill; decode steps at 4096 positions, eager and graphed, PyTorch's or fused kernels; profiles"""
+    config = sizes(LLAMA_1B, TINY)
+    context, prompt_len = sizes((4096, 2048), (32, 16))
+    m = Decoder(config, batch=1, max_seq=context + sizes(1024, 600))
+    STATE["model"], STATE["context"] = m, context
+    copy = copy_ceiling()
+    prompt = torch.randint(0, config.vocab, (1, prompt_len), device=DEV)
+    t = timing.time_fn(m.prefill, args=(prompt,), device=DEV, budget_s=sizes(1.0, 0.1), max_rounds=sizes(50, 2))
+    attention = 2 * config.n_layers * config.n_heads * config.head_dim * prompt_len ** 2  # causal: half of 4·N²·D
+    flops = 2 * config.matmul_params() * prompt_len + attention
+    peak = hardware.ceilings().bf16_flops if DEV == "cuda" else None
+    print(f"   prefill {prompt_len} tokens: {t.median * 1e3:.2f} ms, {flops / t.median / 1e12:.0f} TFLOP/s"
+          + (f" ({flops / t.median / peak:.0%} of the measured bf16 rate)" if peak else ""))
+    rows = {"prefill_ms": t.median * 1e3, "prefill_TFLOPps": flops / t.median / 1e12}
+    if DEV == "cuda":
+        rows["prefill profile"] = print_profile(f"prefill of {prompt_len} tokens", lambda: m.prefill(prompt), t.median,
+                                                calls=3)
+    m.prefill(torch.randint(0, config.vocab, (1, context), device=DEV))
+    lens = torch.full((1,), context, dtype=torch.int32, device=DEV)
+    token = torch.zeros(1, dtype=torch.long, device=DEV)
+    plain = m.decode(token, lens).float()
+    m.fused = True
+    fused = m.decode(token, lens).float()
+    print(f"   one step from the same cache, fused against PyTorch's kernels: max |logit difference| "
+          f"{(fused - plain).abs().max():.2e} (logits up to {plain.abs().max():.2f}); same argmax: "
+          f"{bool(torch.equal(fused.argmax(-1), plain.argmax(-1)))}")
+    need = decode_step_bytes(config, 1, context)
+    steps, profiles = {}, {}
+    for fused_step in (False, True):
+        m.fused = fused_step
+        kind = "fused kernels" if fused_step else "PyTorch kernels"
+        steps[f"eager, {kind}"] = (time_step(m, 1, context, graph=False, max_rounds=sizes(60, 2)), need)
+        steps[f"CUDA graph, {kind}"] = (graph_time(m, 1, context), need)
+        if DEV == "cuda":
+            profiles[kind] = profile_step(f"graphed step, {kind}", m, context, steps[f"CUDA graph, {kind}"][0])
+    m.fused = False
+    m.attention = "sdpa"  # the whole static cache, masked, every step
+    steps[f"CUDA graph, PyTorch kernels, SDPA over all {m.max_seq} positions"] = (
+        graph_time(m, 1, context), decode_step_bytes(config, 1, m.max_seq))
+    m.attention = "triton"
+    for fmt in (torch.int8, torch.float8_e4m3fn) if DEV == "cuda" else (torch.int8,):
+        try:
+            m.quantize(fmt)
+            nbytes = m.weight_bytes() + decode_step_bytes(config, 1, context) - decode_step_bytes(config, 1, 0)
+            for fused_step in ((True, False) if fmt == torch.int8 else (True,)):
+                m.fused = fused_step
+                kind = "fused kernels" if fused_step else "PyTorch + weight_only_matmul"
+                steps[f"CUDA graph, {kind}, {str(fmt)[6:]} weights"] = (graph_time(m, 1, context), nbytes)
+        except Exception as exc:  # noqa: BLE001
+            print(f"   {fmt} weights: FAILED ({type(exc).__name__}: {str(exc)[:200]})")
+    m.quantized.clear()
+    m.weight_format, m.fused = m.dtype, False
+    print(f"   {'decode step, batch 1, ' + str(context) + ' positions':56}{'ms':>8}{'tokens/s':>10}{'GB read':>9}"
+          f"{'TB/s':>7}{'of copy':>8}")
+    for name, (seconds, nbytes) in steps.items():
+        print(f"   {name:56}{seconds * 1e3:8.3f}{1 / seconds:10,.0f}{nbytes / 1e9:9.3f}{nbytes / seconds / 1e12:7.2f}"
+              f"{nbytes / seconds / copy:8.0%}")
+        rows[name] = {"ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "bytes": nbytes}
+    rows["profiles"] = profiles
+    return rows
+
+
+# -------------------------------------------------------------------------------------------------
+# 3. the matrix-vector products
+# -------------------------------------------------------------------------------------------------
+
+# (BLOCK_N, BLOCK_K, STAGES) at 4 warps, a few at 8: one to 32 rows per program, 2-32 KB weight tiles, the loop
+# pipelined through shared memory (STAGES ≥ 2: cp.async) or plain loads (STAGES = 1)
+MATVEC_TILES = [dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=4, STAGES=st) for bn, bk, st in (
+    (1, 2048, 3), (2, 1024, 1), (2, 1024, 3), (2, 2048, 3), (4, 512, 3), (4, 1024, 1), (4, 1024, 3), (4, 2048, 3),
+    (8, 256, 3), (8, 512, 1), (8, 512, 3), (8, 1024, 3), (16, 256, 3), (16, 512, 3), (32, 256, 3))] + [
+    dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=8, STAGES=3) for bn, bk in ((4, 2048), (8, 1024), (16, 512))]
+
+
+def matvec_table(name, n, k, wdtype, tiles, gen, x, dtype):
+    """fused_linear at M = 1 on [n, k] weights of `wdtype`, `reps` distinct ones per graph, against cuBLAS on bf16
+    ones and a copy of the same bytes (of `wdtype` weights)."""
+    reps = sizes(16 if name != "head" else 2, 2)
+    bf16 = [torch.randn(n, k, generator=gen, device=DEV, dtype=dtype) * 0.02 for _ in range(reps)]
+    packed = [(w, None) for w in bf16] if wdtype is None else [wk.quantize(w, wdtype) for w in bf16]
+    per = n * k * packed[0][0].element_size() + (0 if wdtype is None else 4 * n) + 2 * (n + k)
+    fns = {"cuBLAS bf16 (F.linear)": lambda: [F.linear(x, w) for w in bf16],
+           "fused_linear, default tiles": lambda: [ds.fused_linear(x, *p) for p in packed],
+           **{cfg_name(t): (lambda t=t: [ds.fused_linear(x, *p, config=t) for p in packed]) for t in tiles}}
+    if DEV == "cuda":
+        fns["copy of the same bytes"] = None
+    fns = graphs({k_: v for k_, v in fns.items() if v is not None})
+    if DEV == "cuda":
+        fns["copy of the same bytes"] = (lambda r: lambda *a: r())(ds.copies(per, reps))
+    label = "bf16" if wdtype is None else str(wdtype)[6:]
+    rows = table(f"{name} [{n}, {k}], {label} weights, {reps} per graph (TB/s: the {label} weight's bytes)", fns, (),
+                 per, budget_s=sizes(0.6, 0.05), top=5, per_call=reps)
+    return rows
+
+
+def best_tiles(rows, default: dict | None = None) -> dict | None:
+    """The tiles of the fastest row among the "cfg" rows (and the default tiles, when given and faster)."""
+    for r in rows:
+        if r["name"].startswith("cfg"):
+            return {kv.split("=")[0]: int(kv.split("=")[1]) for kv in r["name"][4:].split()}
+        if default is not None and r["name"] == "fused_linear, default tiles":
+            return dict(default)
+    return None
+
+
+@item
+def matvec():
+    """3. batch-1 matrix-vector products in graphs: fused_linear's tiles, cuBLAS, copy; the step with the best tiles"""
+    config = sizes(LLAMA_1B, TINY)
+    shapes = {**config.layer_shapes(), "head": (config.vocab, config.d_model)}
+    dtype = torch.bfloat16 if DEV == "cuda" else torch.float32
+    gen = torch.Generator(device=DEV).manual_seed(0)
+    tuned, out = {}, {}
+    for name, (n, k) in shapes.items():
+        x = torch.randn(1, k, generator=gen, device=DEV, dtype=dtype)
+        tiles = [t for t in sizes(MATVEC_TILES, [dict(BLOCK_N=8, BLOCK_K=64, num_warps=4, STAGES=1)])
+                 if t["BLOCK_K"] <= max(64, triton_pow2(k))]
+        rows = matvec_table(name, n, k, None, tiles, gen, x, dtype)
+        out[f"{name} bf16"] = rows
+        best = best_tiles(rows, ds.config_for(x, torch.empty(n, k, dtype=dtype, device=DEV)))
+        if best:
+            tuned[(n, k, dtype.itemsize)] = best
+        ranked = [best_tiles([r]) for r in rows if r["name"].startswith("cfg")][:sizes(3, 1)]
+        rows8 = matvec_table(name, n, k, torch.int8, ranked, gen, x, dtype)
+        out[f"{name} int8"] = rows8
+        best8 = best_tiles(rows8, ds.config_for(x, torch.empty(n, k, dtype=torch.int8, device=DEV)))
+        if best8:
+            tuned[(n, k, 1)] = best8
+    print("   the best tiles, as kernels/decode_step.py's table:\n   TUNED = {")
+    for key, cfg in tuned.items():
+        print(f"       {key}: {cfg},")
+    print("   }")
+    out["TUNED"] = {str(k): v for k, v in tuned.items()}
+    m, context = STATE.get("model"), STATE.get("context")
+    if m is None:
+        print("   (item 2 did not run: no step timed with the tuned tiles)")
+        return out
+    copy = copy_ceiling()
+    saved = dict(ds.TUNED)
+    steps = {}
+    m.fused = True
+    for label, table_ in (("default tiles", saved), ("tuned tiles", {**saved, **tuned})):
+        ds.TUNED.clear()
+        ds.TUNED.update(table_)
+        for fmt in (None, torch.int8):
+            if fmt is not None:
+                m.quantize(fmt)
+            nbytes = m.weight_bytes() + decode_step_bytes(config, 1, context) - decode_step_bytes(config, 1, 0)
+            steps[f"CUDA graph, fused kernels, {label}, {'bf16' if fmt is None else 'int8'} weights"] = (
+                graph_time(m, 1, context), nbytes)
+            m.quantized.clear()
+            m.weight_format = m.dtype
+    if DEV == "cuda":
+        out["profile, tuned"] = profile_step("graphed step, fused kernels, tuned tiles, bf16", m, context,
+                                             steps["CUDA graph, fused kernels, tuned tiles, bf16 weights"][0])
+    ds.TUNED.clear()
+    ds.TUNED.update(saved)
+    m.fused = False
+    print(f"   {'decode step, batch 1, ' + str(context) + ' positions':64}{'ms':>8}{'tokens/s':>10}{'TB/s':>7}"
+          f"{'of copy':>8}")
+    for name, (seconds, nbytes) in steps.items():
+        print(f"   {name:64}{seconds * 1e3:8.3f}{1 / seconds:10,.0f}{nbytes / seconds / 1e12:7.2f}"
+              f"{nbytes / seconds / copy:8.0%}")
+        out[name] = {"ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "of_copy": nbytes / seconds / copy}
+    return out
+
+
+def triton_pow2(n: int) -> int:
+    import triton
+    return triton.next_power_of_2(n)
+
+
+# -------------------------------------------------------------------------------------------------
+# 7. decode attention at the model's shapes
+# -------------------------------------------------------------------------------------------------
+
+
+@item
+def model_shapes():
+    """7. decode attention at LLAMA_1B's shapes (Hq 32, Hkv 8, D 64): batch 1 at 4096, 16 and 64 at 1024"""
+    rows = {}
+    for B, S, splits in sizes(((1, 4096, (8, 16, 32, 64)), (16, 1024, (1, 2, 4, 8)), (64, 1024, (1, 2, 4))),
+                              ((1, 100, (1, 2)),)):
+        args = attention_args(B, 32, 8, S, 64) if not ARGS.dry_run else attention_args(B, 4, 2, S, 32)
+        least = ex._decode_min_bytes(args)
+        default = dk.plan(args[0], args[1].shape[1], S)
+        print(f"   B={B} S={S}: default plan {default}")
+        grid = [dict(block_n=64, splits=n, num_warps=4, num_stages=st) for n in splits for st in (2, 3)]
+        fns = {"default": decode_fn(dk.decode_attention, {}),
+               **{cfg_name(c): decode_fn(dk.decode_attention, c) for c in grid},
+               **sdpa_forms(packed_only=True, backends=("FLASH_ATTENTION",)),
+               "sdpa_default_gqa": sdpa_forms(backends=(None,))["sdpa_default_gqa"],
+               "copy of the same bytes": copy_of(least)}
+        rows[f"B{B} S{S}"] = {"default_plan": default,
+                              "rows": table(f"B={B} S={S}", fns, args, least, budget_s=sizes(1.0, 0.1), top=4)}
+    return rows
+
+
+# -------------------------------------------------------------------------------------------------
+# 6. paged attention
+# -------------------------------------------------------------------------------------------------
+
+
+@item
+def paged():
+    """6. paged decode attention, pages of 16, long context: splits, tiles, gather + SDPA, the contiguous kernel"""
+    if ARGS.dry_run:
+        case = ex._paged_cases(torch.Generator().manual_seed(1), "cpu")[1]
+        args = case.args
+    else:
+        args = ex._paged_timing_inputs(torch.Generator(device=DEV).manual_seed(0), DEV)
+    least = ex._paged_min_bytes(args)
+    default = dk.plan(args[0], args[1].shape[1], args[3].shape[1] * args[1].shape[2], tiles=pk.GPU_TILES)
+    print(f"   default plan: {default}")
+    contiguous = ex._paged_as_contiguous(*args)  # the same content, contiguous (made once, outside the timing)
+    variants = [{**pk.GPU_TILES, "splits": n} for n in sizes((4, 6, 12, 16), (1,))]
+    variants += [dict(block_n=bn, num_warps=4, num_stages=st) for bn, st in sizes(((32, 3), (16, 2), (64, 2)), ())]
+    fns = {"default": decode_fn(pk.paged_decode_attention, {}),
+           **{cfg_name(t): decode_fn(pk.paged_decode_attention, t) for t in variants},
+           "gather + sdpa flash": ex._gather_then_sdpa,
+           "contiguous kernel on a contiguous copy": lambda q, kp, vp, t, n: dk.decode_attention(*contiguous),
+           "copy of the same bytes": copy_of(least)}
+    return {"default_plan": default, "rows": table("paged, pages of 16", fns, args, least, budget_s=sizes(2.0, 0.1))}
+
+
+# -------------------------------------------------------------------------------------------------
+# 8. the batch sweep
+# -------------------------------------------------------------------------------------------------
+
+
+@item
+def batch_sweep():
+    """8. batch sweep: LLAMA_1B graphed steps at 1024 positions, PyTorch's kernels at batch 1-256, fused at 1-8"""
+    config, context = sizes((LLAMA_1B, 1024), (TINY, 16))
+    batches = sizes((1, 4, 16, 64, 128, 256), (1, 2))
+    m = Decoder(config, batch=max(batches), max_seq=context + sizes(1024, 300))
+    m.k_cache.normal_()
+    m.v_cache.normal_()
+    copy = copy_ceiling()
+    peak = hardware.ceilings().bf16_flops if DEV == "cuda" else 1e12
+    rows = []
+    print(f"   {'kernels':>8}{'batch':>6}{'ms':>9}{'tokens/s':>11}{'TB/s':>7}{'of copy':>8}{'TFLOP/s':>9}"
+          f"{'of bf16':>8}")
+    for fused, chosen in ((False, batches), (True, sizes((1, 4, 8), (1, 2)))):
+        m.fused = fused
+        for batch in chosen:
+            seconds = graph_time(m, batch, context, rounds=30)
+            nbytes, flops = decode_step_bytes(config, batch, context), decode_step_flops(config, batch, context)
+            rows.append({"fused": fused, "batch": batch, "ms": seconds * 1e3, "tokens_per_s": batch / seconds,
+                         "of_copy": nbytes / seconds / copy, "of_bf16": flops / seconds / peak})
+            print(f"   {'fused' if fused else 'PyTorch':>8}{batch:>6}{seconds * 1e3:>9.3f}{batch / seconds:>11,.0f}"
+                  f"{nbytes / seconds / 1e12:>7.2f}{nbytes / seconds / copy:>8.0%}{flops / seconds / 1e12:>9.1f}"
+                  f"{flops / seconds / peak:>8.0%}", flush=True)
+    return rows
+
+
+# -------------------------------------------------------------------------------------------------
+# 4. the graded exercises
+# -------------------------------------------------------------------------------------------------
+
+
+SPEED_SUBMISSIONS = (  # tests/submissions/decoding/: right values, read wrongly: on a GPU speed alone must fail them
+    ("kv_per_query_head.py", ex.DECODE_ATTENTION), ("reads_whole_cache.py", ex.DECODE_ATTENTION))
+
+
+def print_grade(label: str, report) -> dict:
+    wanted = ("time_ms", "bandwidth_TBps", "copy_ceiling_TBps", "speedup", "TFLOPps")
+    keep = {k: v for k, v in report.measurements.items() if k in wanted or k.startswith("timing")}
+    checks = [f"{c.name}: {c.detail}" for c in report.checks if "speed" in c.name or "copy" in c.name]
+    print(f"   {label}: {report.status}; {keep}" + "".join(f"\n     . {c}" for c in checks)
+          + "".join(f"\n     - {r[:300]}" for r in report.reasons))
+    return {"status": report.status, **keep, "checks": checks, "reasons": report.reasons}
+
+
+@item
+def graded():
+    """4. the two kernel exercises graded: the package's solutions, and (GPU) two submissions that must fail"""
+    from pathlib import Path
+
+    from gpuprinciples.grading import grade
+    from gpuprinciples.submission import Submission, from_path
+    out = {}
+    for exercise in (ex.DECODE_ATTENTION, ex.PAGED_DECODE_ATTENTION):
+        module, name = exercise.solution.split(":")
+        report = grade(exercise.id, Submission(f"from {module} import {name}\n", name, exercise.solution))
+        out[exercise.id] = print_grade(f"{exercise.id}, the package's solution", report)
+    here = Path(__file__).resolve().parent.parent / "tests" / "submissions" / "decoding"
+    for file, exercise in SPEED_SUBMISSIONS if DEV == "cuda" else ():
+        report = grade(exercise.id, from_path(f"{here / file}:decode_attention"), seed=10)
+        out[file] = print_grade(f"{exercise.id}, tests/submissions/decoding/{file}", report)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="toy sizes, any device: checks the script runs")
+    parser.add_argument("--budget", type=float, default=215.0, help="seconds; items past it are skipped")
+    parser.add_argument("--only", default=None, help="item numbers to run, e.g. 2,5")
+    parser.add_argument("--out", default=os.path.join(os.environ["OUT"], "tune_decode.json") if os.environ.get("OUT")
+                        else None)
+    parsed = parser.parse_args(argv)
+    ARGS.dry_run, ARGS.budget = parsed.dry_run, parsed.budget
+    ARGS.only = set(parsed.only.split(",")) if parsed.only else None
+    if DEV != "cuda" and not ARGS.dry_run:
+        print("tools/tune_decode.py times kernels on a CUDA GPU; without one, run it with --dry-run", file=sys.stderr)
+        return 1
+    import triton
+    print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
+          f"triton {triton.__version__}" + (f"; {hardware.ceilings()}" if DEV == "cuda" else ""), flush=True)
+    for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep):
+        run()
+    print(f"\ndone in {time.monotonic() - START:.0f} s")
+    if parsed.out:
+        with open(parsed.out, "w") as f:
+            json.dump(RESULTS, f, indent=1, default=str)
+        print(f"rows kept in {parsed.out}")
+    return 0 if not any(isinstance(v, dict) and "error" in v for v in RESULTS.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
