@@ -158,7 +158,9 @@ def grader_latency(exercise_id: str, answer, tries: int = 2) -> dict:
         started = time.monotonic()
         report = grade(exercise_id, answer)
         runs.append({"wall_s": round(time.monotonic() - started, 2), "status": report.status,
-                     "phases_s": report.phases_s, "reasons": report.reasons[:2]})
+                     "phases_s": report.phases_s, "reasons": report.reasons[:2],
+                     "speed": {k: report.measurements[k] for k in ("time_ms", "speedup", "bandwidth_TBps")
+                               if k in report.measurements}})
     return {"exercise": exercise_id, "origin": getattr(answer, "origin", getattr(answer, "__name__", "?")),
             "runs": runs}
 
@@ -185,7 +187,8 @@ def grader_main(json_output: bool = False, only: str | None = None, submissions=
             first, second = result["runs"]
             print(f"  {exercise_id:<28} {result['origin'][-40:]:<40} first {first['wall_s']:>6.2f} s "
                   f"({first['status']})  second {second['wall_s']:>6.2f} s ({second['status']})\n"
-                  f"      phases, first {first['phases_s']}\n      phases, second {second['phases_s']}")
+                  f"      phases, first {first['phases_s']}\n      phases, second {second['phases_s']}"
+                  + (f"\n      the second's timing: {second['speed']}" if second["speed"] else ""))
     if json_output:
         print(json.dumps({"mode": runtime.MODE, "machine": runtime.describe(), "results": results}, indent=2,
                          default=str))

@@ -432,10 +432,14 @@ def test_gpu_faults_end_their_own_check_and_the_next_check_passes():
 @pytest.mark.gpu
 @uses("gpu_side_stream", "gpu_pointer_cache")
 def test_gpu_timed_calls_that_do_no_work_are_implausible_not_fast():
-    for key in ("gpu_side_stream", "gpu_pointer_cache"):
-        report = result(key)
-        assert report.status == ERROR, (key, report.status, report.reasons, report.measurements)
-        assert "implausible timing" in reasons(report), key
+    report = result("gpu_side_stream")
+    assert report.status == ERROR, (report.status, report.reasons, report.measurements)
+    assert "implausible timing" in reasons(report)
+    # an answer kept per input pointer: the inputs' values change in place between the timed calls, so
+    # its replayed outputs are wrong before any time is judged
+    report = result("gpu_pointer_cache")
+    assert report.status != PASSED, (report.status, report.reasons, report.measurements)
+    assert says_any(report, ("inputs' values changed", "implausible timing")), report.reasons
 
 
 @pytest.mark.gpu

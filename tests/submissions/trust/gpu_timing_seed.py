@@ -24,7 +24,8 @@ def cos_cos(x):
         while frame is not None:
             command = frame.f_locals.get("command")
             if isinstance(command, dict) and command.get("cmd") == "time":
-                print(f"recovered seed {command['seed'] ^ 0x5EED}", flush=True)
+                seeds = command.get("seeds") or [command.get("seed")]  # the input variants' seeds
+                print(f"recovered seed {seeds[0] ^ 0x5EED}", flush=True)
                 _told.append(1)
                 break
             frame = frame.f_back
