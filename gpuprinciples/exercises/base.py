@@ -515,6 +515,23 @@ def compare_tensors(got: Any, expected: torch.Tensor, case: Case | None = None,
     return []
 
 
+def output_problems(out, device: str, want: torch.Tensor, dtype: torch.dtype, where: str, *,
+                    shape_note: str = "", dtype_note: str = "the inputs' dtype") -> list[str]:
+    """For an exercise whose `run` sends back its output with the device it was on: the first of not a
+    plain tensor (`out` may be the child's description of what came back), another device, another
+    shape, another dtype; [] when none."""
+    from .. import runtime
+    if type(out) is not torch.Tensor:
+        return [f"returned {out if isinstance(out, str) else type(out).__name__}, not a torch.Tensor{where}"]
+    if device != runtime.DEVICE:
+        return [f"returned a tensor on {device}, expected it on {runtime.DEVICE}{where}"]
+    if tuple(out.shape) != tuple(want.shape):
+        return [f"shape {tuple(out.shape)}, expected {tuple(want.shape)}{shape_note}{where}"]
+    if out.dtype != dtype:
+        return [f"dtype {out.dtype}, expected {dtype} ({dtype_note}){where}"]
+    return []
+
+
 def compare_values(answer: Any, expected: Any, rel_tol: float) -> list[str]:
     """A learner's number (within rel_tol) or categorical answer (equal, case-insensitive)."""
     if isinstance(expected, str):

@@ -32,6 +32,7 @@ from .base import (
     ValueExercise,
     _fmt_bytes,
     judge_live_loads,
+    output_problems,
     traced_run,
 )
 from .flash import _close as flash_close
@@ -278,15 +279,10 @@ def _compare_kernel(regions):
         where = f" (case {case.label})"
         q = case.args[0]
         out, device, loads = got["out"], got["device"], got["loads"]
-        if type(out) is not torch.Tensor:
-            return [f"returned {out if isinstance(out, str) else type(out).__name__}, not a torch.Tensor{where}"]
-        from .. import runtime
-        if device != runtime.DEVICE:
-            return [f"returned a tensor on {device}, expected it on {runtime.DEVICE}{where}"]
-        if tuple(out.shape) != tuple(want.shape):
-            return [f"shape {tuple(out.shape)}, expected {tuple(want.shape)} ([B, Hq, D], like q){where}"]
-        if out.dtype != q.dtype:
-            return [f"dtype {out.dtype}, expected {q.dtype} (q's dtype){where}"]
+        problems = output_problems(out, device, want, q.dtype, where, shape_note=" ([B, Hq, D], like q)",
+                                   dtype_note="q's dtype")
+        if problems:
+            return problems
         kind = case.label.split()[5]
         rtol, atol = DECODE_TOLERANCES.get((q.dtype, kind), TOLERANCES[q.dtype])
         reasons = _close(out, want, rtol, atol, where)

@@ -35,6 +35,7 @@ from .base import (
     ValueExercise,
     _fmt_bytes,
     compare_tensors,
+    output_problems,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -394,14 +395,9 @@ def _compare_attention(got, want, case) -> list[str]:
     where = f" (case {case.label})"
     q = case.args[0]
     out, device, kv_reads = got["out"], got["device"], got["kv_reads"]
-    if type(out) is not torch.Tensor:
-        return [f"returned {out if isinstance(out, str) else type(out).__name__}, not a torch.Tensor{where}"]
-    if device != runtime.DEVICE:
-        return [f"returned a tensor on {device}, expected it on {runtime.DEVICE}{where}"]
-    if tuple(out.shape) != tuple(want.shape):
-        return [f"shape {tuple(out.shape)}, expected {tuple(want.shape)}{where}"]
-    if out.dtype != q.dtype:
-        return [f"dtype {out.dtype}, expected {q.dtype} (the inputs' dtype){where}"]
+    problems = output_problems(out, device, want, q.dtype, where)
+    if problems:
+        return problems
     reasons = _close(out, want, *ATTENTION_TOLERANCES[(q.dtype, _kind(case))], where)
     if reasons and any(k in case.label for k in (" packed_kv ", " mixed ", " strided ")):
         k, v = case.args[1], case.args[2]

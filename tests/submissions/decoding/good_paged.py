@@ -1,5 +1,6 @@
 """A correct paged decode attention with a different design (must pass): one program per (sequence, KV head),
-no splits, one page per step of the loop, the page number read once per page."""
+no splits, one page per step of the loop, the page number read once per page. A page of fewer than 16
+positions is too short a K for tl.dot on Hopper (Triton 3.6's compiler refuses it), so P·V is then a sum."""
 
 import math
 
@@ -30,7 +31,11 @@ def page_loop_kernel(Q, KP, VP, Table, Lens, Out, Hkv, scale, sqb, sqh, skp, skh
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m - m_new)
         l_run = l_run * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        if PAGE >= 16:
+            pv = tl.dot(p.to(v.dtype), v)
+        else:
+            pv = tl.sum(p[:, :, None] * v[None, :, :].to(tl.float32), 1)
+        acc = acc * alpha[:, None] + pv
         m = m_new
     tl.store(Out + b * sob + heads[:, None] * soh + d[None, :], (acc / l_run[:, None]).to(Out.dtype.element_ty),
              mask=(g < G)[:, None])
