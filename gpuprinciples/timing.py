@@ -41,7 +41,8 @@ _synchronize = torch.cuda.synchronize
 _current_stream = torch.cuda.current_stream
 _sleep = torch.cuda._sleep  # spins the GPU for a number of its clock cycles
 
-HOLD_CYCLES = 1_000_000  # ~0.5 ms at the H200's 1.98 GHz: longer than the host's cost of any honest launch
+HOLD_CYCLES = 1_000_000  # ~0.5 ms at the H200's 1.98 GHz: the shortest hold
+MAX_HOLD_S = 5e-3  # a function that waits for the GPU inside its call gains nothing from a longer hold
 
 _l2_buffers: dict[int, torch.Tensor] = {}
 
@@ -109,7 +110,32 @@ class Timings:
                 f"p90 {format_seconds(self.p90)}, n={self.n}, timed on {self.device})")
 
 
-def _time_call(fn, args, dev: torch.device, flush: bool):
+def _hold_cycles(fns, get_args, dev: torch.device) -> int:
+    """Cycles of `_sleep` that outlast twice the longest host time any of `fns` takes to enqueue one call
+    (at least HOLD_CYCLES, at most MAX_HOLD_S). Each is called while the GPU is held far longer, so no
+    launch waits for the GPU; the median of three calls each counts."""
+    with torch.cuda.device(dev):
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        start.record()
+        _sleep(HOLD_CYCLES)
+        end.record()
+        _synchronize(dev)
+        per_cycle = start.elapsed_time(end) / 1e3 / HOLD_CYCLES
+        longest = 0.0
+        for fn in fns:
+            host = []
+            for _ in range(3):
+                args = get_args()
+                _sleep(int(4 * MAX_HOLD_S / per_cycle))
+                t0 = _perf_counter()
+                fn(*args)
+                host.append(_perf_counter() - t0)
+                _synchronize(dev)
+            longest = max(longest, float(np.median(host)))
+    return int(min(max(HOLD_CYCLES, 2 * longest / per_cycle), MAX_HOLD_S / per_cycle))
+
+
+def _time_call(fn, args, dev: torch.device, flush: bool, hold_cycles: int = HOLD_CYCLES):
     """One call of fn(*args): (seconds, output, seconds of device work after the window).
 
     Only the call is inside the window. On CUDA the window is a pair of events on the current
@@ -123,7 +149,7 @@ def _time_call(fn, args, dev: torch.device, flush: bool):
         if flush:
             flush_l2(dev)
             with torch.cuda.device(dev):
-                _sleep(HOLD_CYCLES)  # the host enqueues the call while the GPU is still busy
+                _sleep(hold_cycles)  # the host enqueues the call while the GPU is still busy
         start, end, done, idle = (_Event(enable_timing=True) for _ in range(4))
         start.record(stream)
         out = fn(*args)
@@ -170,10 +196,11 @@ def time_fn(fn: Callable, *, make_args: Callable[[], tuple] | None = None, args:
     dev = _device(device)
     get_args = make_args if make_args is not None else (lambda: args)
     _warm_up([fn], get_args, dev, warmup)
+    hold = _hold_cycles([fn], get_args, dev) if flush and dev.type == "cuda" else HOLD_CYCLES
     samples, afters = [], []
 
     def one():
-        seconds, out, after = _time_call(fn, get_args(), dev, flush)
+        seconds, out, after = _time_call(fn, get_args(), dev, flush, hold)
         samples.append(seconds)
         afters.append(after)
         if on_result is not None:
@@ -287,6 +314,7 @@ def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None =
         raise ValueError("nothing to compare")
     get_args = make_args if make_args is not None else (lambda: args)
     _warm_up([fns[name] for name in names], get_args, dev, warmup)
+    hold = _hold_cycles([fns[name] for name in names], get_args, dev) if flush and dev.type == "cuda" else HOLD_CYCLES
     rounds, orders = [], []
     afters: dict[str, list[float]] = {name: [] for name in names}
 
@@ -296,7 +324,7 @@ def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None =
         order = tuple(names[(r + i) % len(names)] for i in range(len(names)))
         times = {}
         for name in order:
-            times[name], out, after = _time_call(fns[name], get_args(), dev, flush)
+            times[name], out, after = _time_call(fns[name], get_args(), dev, flush, hold)
             afters[name].append(after)
             if on_result is not None:
                 on_result(name, out)

@@ -124,3 +124,19 @@ def test_comparison_speedup_pairs_rounds_and_table_names_the_device():
     table = cmp.table()
     assert "timed on cpu" in table and "speedup vs slow" in table
     assert f"{s.ratio:.2f}x" in table.splitlines()[-1]
+
+
+@pytest.mark.gpu
+def test_a_slow_host_enqueue_is_not_timed_as_device_time():
+    """A call whose host part (here 2 ms of Python before a tiny launch) outlasts the shortest hold is still
+    timed at its device time: the hold grows to outlast the host, so the window holds no idle GPU."""
+    x = torch.zeros(1024, device="cuda")
+
+    def slow_host():
+        time.sleep(0.002)
+        return x + 1
+
+    fast = timing.compare({"slow host": slow_host, "plain": lambda: x + 1}, device="cuda", budget_s=0.05,
+                          min_rounds=5, max_rounds=20)
+    assert fast.timings["slow host"].median < 0.5e-3, fast.table()
+    assert fast.timings["slow host"].median < 3 * fast.timings["plain"].median + 20e-6, fast.table()
