@@ -211,9 +211,17 @@ def _measure_attention() -> dict:
             "extra_gib": extra, "unavailable": unavailable}
 
 
+def _measure_attention_l2() -> dict:
+    from .kernels.attention import l2_sweep
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(ATTENTION_SHAPE, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    return {"shape": list(ATTENTION_SHAPE), "rows": l2_sweep(q, k, v)}
+
+
 MEASUREMENTS = (("bandwidth", _measure_bandwidth), ("matmul", _measure_matmul),
                 ("k_alignment", _measure_k_alignment), ("cos_cos", _measure_cos_cos),
-                ("launch", _measure_launch), ("attention", _measure_attention))
+                ("launch", _measure_launch), ("attention", _measure_attention),
+                ("attention_l2", _measure_attention_l2))
 
 
 def measure(progress: Callable[[str], None] = lambda s: None) -> dict:
@@ -376,6 +384,19 @@ def _attention_rows(run):
     return rows
 
 
+def _attention_l2_rows(run):
+    copy = _get(run, "bandwidth", "copy_tbs")
+    B, H, N, D = _get(run, "attention_l2", "shape") or ATTENTION_SHAPE
+    rows = []
+    for r in _get(run, "attention_l2", "rows") or []:
+        needed = r["needed"] / 1e12
+        note = (f"{r['tflops']:.0f} TFLOP/s; from HBM alone its K/V re-reads would need {needed:.1f} TB/s"
+                + (f", {needed / copy:.1f}× the copy ceiling" if copy else ""))
+        rows.append((f"attention B={B} H={H} N={N} D={D} bf16, course kernel, BLOCK_M = {r['block_m']}, "
+                     f"programs {r['order']}", _fig(r["seconds"] * 1e3, "ms"), note))
+    return rows or [(f"attention B={B} H={H} N={N} D={D}, course kernel by program order", MISSING, "")]
+
+
 SECTIONS = (
     Section("bandwidth", "Memory bandwidth",
             "`hardware._copy_rate`: `dst.copy_(src)` of 2^28 float32 (1 GiB), timed with `timing.time_fn` "
@@ -402,6 +423,13 @@ SECTIONS = (
             "interleaved, L2 flushed; 4·B·H·N²·D FLOPs over the median. Extra memory: "
             "`torch.cuda.max_memory_allocated` during one call, above what was allocated before it.",
             _attention_rows),
+    Section("attention-l2", "FlashAttention's K/V re-reads and the L2 (lesson 08)",
+            "`kernels.attention.l2_sweep`: the course kernel (not causal), its programs in two orders: tile by "
+            "tile (programs running together share one head's K and V, 2 MiB, which stay in L2) and head by head "
+            "(programs running together are on different heads, whose K and V compete for L2); `timing.compare`, "
+            "interleaved, L2 flushed before every call. Each query tile re-reads the head's K and V: "
+            "4·N·D·(1 + N/BLOCK_M) bytes per head in bf16 (`hbm_bytes_without_cache`), over the median, is the "
+            "bandwidth HBM alone would have had to deliver.", _attention_l2_rows),
 )
 
 

@@ -29,6 +29,11 @@ RUN = {
                              "course Triton kernel, 32×32 tiles, no pipelining": 150.0},
                   "extra_gib": {"naive": 4.0, "SDPA flash": 0.0625},
                   "unavailable": {"SDPA cuDNN": "No available kernel"}},
+    "attention_l2": {"shape": [4, 16, 4096, 128],
+                     "rows": [{"block_m": 128, "order": "tile by tile", "seconds": 1e-3, "tflops": 550.0,
+                               "bytes_without_cache": 8e9, "needed": 8e12},
+                              {"block_m": 128, "order": "head by head", "seconds": 2e-3, "tflops": 275.0,
+                               "bytes_without_cache": 8e9, "needed": 4e12}]},
 }
 
 
@@ -44,7 +49,8 @@ def test_every_section_has_its_anchor_once_and_its_rows():
     page = figures.render(RUN)
     for section in figures.SECTIONS:
         assert page.count(f'<a id="{section.anchor}"></a>') == 1
-    counts = {"bandwidth": 1, "matmul": 4, "k-alignment": 3, "cos-cos": 4, "launch": 4, "attention": 8}
+    counts = {"bandwidth": 1, "matmul": 4, "k-alignment": 3, "cos-cos": 4, "launch": 4, "attention": 8,
+              "attention-l2": 2}
     assert {s.anchor for s in figures.SECTIONS} == set(counts)
     for anchor, n in counts.items():
         rows = _rows(page, anchor)
@@ -81,6 +87,10 @@ def test_figures_and_what_follows_from_them():
     assert attention["SDPA flash"] == ["350 TFLOP/s", "3.5× naive"]
     assert attention["SDPA cuDNN"] == ["not measured", "unavailable here: No available kernel"]
     assert attention["extra memory during that attention, SDPA flash"][0] == "0.0625 GiB"
+    l2 = _rows(page, "attention-l2")
+    assert l2[0][0].endswith("BLOCK_M = 128, programs tile by tile") and l2[0][1] == "1 ms"
+    assert l2[0][2] == "550 TFLOP/s; from HBM alone its K/V re-reads would need 8.0 TB/s, 2.0× the copy ceiling"
+    assert l2[1][1] == "2 ms" and "4.0 TB/s, 1.0× the copy ceiling" in l2[1][2]
 
 
 def test_missing_figures_say_so_and_notes_follow_their_section():
