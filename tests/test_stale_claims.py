@@ -67,6 +67,12 @@ RULES = (
          "FlashAttention reads Θ(N²d²/M) bytes of HBM (Dao et al. 2022, Theorem 2), not O(Nd)",
          needs=r"hbm|traffic|access|i/o|\bio\b|moves|moved|reads|bytes", unless=r"N\^?2\s*d\^?2|N²d²|\bnot\b"),
     Rule("MEASURED.md", r"MEASURED\.md", "a file that is not in the repository: cite docs/measured.md"),
+    Rule("FSDP1", r"FullyShardedDataParallel\b", "FSDP1's wrapper class: the course teaches FSDP2, "
+         "torch.distributed.fsdp.fully_shard", unless=r"FSDP1|deprecat|legacy|instead of|replaced"),
+    Rule("eager cos∘cos as fused", r"(?<![\w.])(?:x|t|v)?\.cos\(\)\.cos\(\)",
+         "eager PyTorch runs x.cos().cos() as two kernels; only torch.compile or a Triton kernel fuses it",
+         needs=r"\bfused\b|\bfuses\b|one kernel|single kernel|one pass",
+         unless=r"two kernels|two operators|cannot fuse|not fused|unfused|torch\.compile|triton|compiled|inductor"),
 )
 
 
@@ -109,6 +115,12 @@ RULE_CASES = [
     ("FlashAttention HBM traffic O(N·d)", "FlashAttention's extra memory is O(N·d) at most.", False),
     ("MEASURED.md", "Measured on an H200 (MEASURED.md, 2026-12-02).", True),
     ("MEASURED.md", "Measured on an H200 (MEASURED.md). <!-- stale-ok: quoting the old name -->", False),
+    ("FSDP1", "Wrap the model in `FullyShardedDataParallel(model)` to shard it.", True),
+    ("FSDP1", "FSDP2's `fully_shard` replaced FSDP1's `FullyShardedDataParallel` wrapper.", False),
+    ("eager cos∘cos as fused", "Eager `x.cos().cos()` is one fused kernel.", True),
+    ("eager cos∘cos as fused",
+     "Eager PyTorch runs `x.cos().cos()` as two kernels; one fused kernel moves half.", False),
+    ("eager cos∘cos as fused", "`torch.compile` fuses `x.cos().cos()` into one kernel.", False),
 ]
 
 
