@@ -85,7 +85,7 @@ def _ceilings(args) -> int:
 
 def _bench(args) -> int:
     from . import exercises
-    from .bench import grader_main
+    from .bench import MODEL_BENCH, grader_main
     from .bench import main as bench_main
     from .submission import SubmissionError, from_path
     wanted = list(filter(None, (args.only or "").split(",")))
@@ -99,6 +99,8 @@ def _bench(args) -> int:
             return _usage_error(str(exc))
         wanted.append(exercise_id)
     for exercise_id in wanted:
+        if exercise_id == MODEL_BENCH and not args.grader:  # lesson 10's model: a benchmark, not an exercise
+            continue
         try:
             exercises.get(exercise_id)
         except KeyError as exc:

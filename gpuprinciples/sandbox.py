@@ -233,6 +233,8 @@ def _reap(forked: dict[int, int]) -> None:
         if fd is not None:
             try:
                 os.write(fd, _EXIT.pack(os.waitstatus_to_exitcode(status)))
+            except OSError:  # nobody reads it any more: the server carries on
+                pass
             finally:
                 os.close(fd)
     for orphan in psutil.Process().children():

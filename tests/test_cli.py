@@ -88,3 +88,13 @@ def test_a_closed_pipe_ends_quietly():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0, err
     assert err == ""
+
+
+def test_bench_only_takes_the_model_benchmark_by_its_name(monkeypatch, capsys):
+    """`bench --only decoder.decode_step` names lesson 10's model benchmark, which is no exercise: it is no usage
+    error (here, without a GPU, bench then refuses to time: exit 1); as a --grader id it is one."""
+    from gpuprinciples import bench, runtime
+    monkeypatch.setattr(runtime, "HAS_CUDA", False)
+    assert cli.main(["bench", "--only", f"fusion.cos_cos,{bench.MODEL_BENCH}"]) == 1
+    assert "needs a GPU" in capsys.readouterr().err
+    assert cli.main(["bench", "--grader", "--only", bench.MODEL_BENCH]) == 2

@@ -209,3 +209,13 @@ def test_a_value_check_carries_no_interpreter_banner():
     r = Report(exercise="x", title="t", mode="cpu", kind="value", status="passed")
     assert "interpreter" not in str(r).lower() and "interpreter" not in r._repr_html_().lower()
     assert "interpreter" in str(Report(exercise="x", title="t", mode="cpu")).lower()
+
+
+def test_an_unanswered_value_exercise_is_not_attempted_and_points_to_this_cell():
+    from gpuprinciples.grading import grade
+    from gpuprinciples.report import NOT_ATTEMPTED
+    for empty in (None, ...):
+        r = grade("bounds.ridge_h100", empty)
+        assert r.status == NOT_ATTEMPTED
+        assert r.reasons == ["not attempted yet: set your answer in this cell"]
+        assert "cell above" not in str(r)
