@@ -110,10 +110,10 @@ class Timings:
                 f"p90 {format_seconds(self.p90)}, n={self.n}, timed on {self.device})")
 
 
-def _hold_cycles(fns, get_args, dev: torch.device) -> int:
+def _hold_cycles(fns, get_args, dev: torch.device) -> tuple[int, float]:
     """Cycles of `_sleep` that outlast twice the longest host time any of `fns` takes to enqueue one call
-    (at least HOLD_CYCLES, at most MAX_HOLD_S). Each is called while the GPU is held far longer, so no
-    launch waits for the GPU; the median of three calls each counts."""
+    (at least HOLD_CYCLES, at most MAX_HOLD_S), and the seconds they last. Each is called while the GPU is
+    held far longer, so no launch waits for the GPU; the median of three calls each counts."""
     with torch.cuda.device(dev):
         start, end = _Event(enable_timing=True), _Event(enable_timing=True)
         start.record()
@@ -132,7 +132,13 @@ def _hold_cycles(fns, get_args, dev: torch.device) -> int:
                 host.append(_perf_counter() - t0)
                 _synchronize(dev)
             longest = max(longest, float(np.median(host)))
-    return int(min(max(HOLD_CYCLES, 2 * longest / per_cycle), MAX_HOLD_S / per_cycle))
+    cycles = int(min(max(HOLD_CYCLES, 2 * longest / per_cycle), MAX_HOLD_S / per_cycle))
+    return cycles, cycles * per_cycle
+
+
+def _hold(fns, get_args, dev: torch.device, flush: bool) -> tuple[int, float]:
+    """The hold for these timed calls: (cycles, seconds); none where nothing is held (CPU, flush=False)."""
+    return _hold_cycles(fns, get_args, dev) if flush and dev.type == "cuda" else (0, 0.0)
 
 
 def _time_call(fn, args, dev: torch.device, flush: bool, hold_cycles: int = HOLD_CYCLES):
@@ -190,13 +196,13 @@ def time_fn(fn: Callable, *, make_args: Callable[[], tuple] | None = None, args:
             flush: bool = True, on_result: Callable | None = None) -> Timings:
     """Time fn(*args) (or fn(*make_args()), fresh inputs made outside the window for every call).
 
-    The first timed call estimates the cost; enough further calls follow to spend about
-    `budget_s`, within [min_rounds, max_rounds]. `on_result(out)` sees every timed call's output.
+    The first timed call estimates the cost (its hold included, on a GPU); enough further calls follow
+    to spend about `budget_s`, within [min_rounds, max_rounds]. `on_result(out)` sees every timed call's output.
     """
     dev = _device(device)
     get_args = make_args if make_args is not None else (lambda: args)
     _warm_up([fn], get_args, dev, warmup)
-    hold = _hold_cycles([fn], get_args, dev) if flush and dev.type == "cuda" else HOLD_CYCLES
+    hold, hold_s = _hold([fn], get_args, dev, flush)
     samples, afters = [], []
 
     def one():
@@ -207,7 +213,7 @@ def time_fn(fn: Callable, *, make_args: Callable[[], tuple] | None = None, args:
             on_result(out)
 
     one()
-    for _ in range(_rounds_for(samples[0], budget_s, min_rounds, max_rounds) - 1):
+    for _ in range(_rounds_for(samples[0] + hold_s, budget_s, min_rounds, max_rounds) - 1):
         one()
     return Timings.from_samples(samples, dev.type, afters)
 
@@ -314,7 +320,7 @@ def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None =
         raise ValueError("nothing to compare")
     get_args = make_args if make_args is not None else (lambda: args)
     _warm_up([fns[name] for name in names], get_args, dev, warmup)
-    hold = _hold_cycles([fns[name] for name in names], get_args, dev) if flush and dev.type == "cuda" else HOLD_CYCLES
+    hold, hold_s = _hold([fns[name] for name in names], get_args, dev, flush)
     rounds, orders = [], []
     afters: dict[str, list[float]] = {name: [] for name in names}
 
@@ -332,7 +338,7 @@ def compare(fns: dict[str, Callable], *, make_args: Callable[[], tuple] | None =
         orders.append(order)
 
     one_round(0)
-    for r in range(1, _rounds_for(sum(rounds[0].values()), budget_s, min_rounds, max_rounds)):
+    for r in range(1, _rounds_for(sum(rounds[0].values()) + len(names) * hold_s, budget_s, min_rounds, max_rounds)):
         one_round(r)
     timings = {n: Timings.from_samples([r[n] for r in rounds], dev.type, afters[n]) for n in names}
     return Comparison(timings, tuple(rounds), tuple(orders), dev.type, seed, flush)

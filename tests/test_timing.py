@@ -140,3 +140,44 @@ def test_a_slow_host_enqueue_is_not_timed_as_device_time():
                           min_rounds=5, max_rounds=20)
     assert fast.timings["slow host"].median < 0.5e-3, fast.table()
     assert fast.timings["slow host"].median < 3 * fast.timings["plain"].median + 20e-6, fast.table()
+
+
+def test_the_hold_outlasts_twice_the_slowest_host_enqueue_within_its_bounds(monkeypatch):
+    """_hold_cycles with the GPU's pieces replaced: the sleep runs at 1 ns a cycle, and each call of a function
+    takes its host time on a fake clock. The hold is twice the slowest median, never below HOLD_CYCLES, never
+    past MAX_HOLD_S."""
+    import contextlib
+
+    clock = [0.0]
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.at = None
+
+        def record(self, stream=None):
+            self.at = clock[0]
+
+        def elapsed_time(self, other):  # milliseconds
+            return (other.at - self.at) * 1e3
+
+    def sleep(cycles):
+        clock[0] += cycles * 1e-9
+
+    monkeypatch.setattr(timing, "_Event", Event)
+    monkeypatch.setattr(timing, "_sleep", sleep)
+    monkeypatch.setattr(timing, "_synchronize", lambda dev=None: None)
+    monkeypatch.setattr(timing, "_perf_counter", lambda: clock[0])
+    monkeypatch.setattr(torch.cuda, "device", lambda dev: contextlib.nullcontext())
+
+    def host(seconds):
+        def fn():
+            clock[0] += seconds
+        return fn
+
+    dev = torch.device("cuda", 0)
+    cycles, seconds = timing._hold_cycles([host(1e-4), host(1.2e-3)], lambda: (), dev)
+    assert cycles == 2_400_000 and seconds == pytest.approx(2.4e-3)
+    assert timing._hold_cycles([host(1e-5)], lambda: (), dev)[0] == timing.HOLD_CYCLES
+    assert timing._hold_cycles([host(1.0)], lambda: (), dev)[1] == pytest.approx(timing.MAX_HOLD_S)
+    assert timing._hold([host(1.0)], lambda: (), torch.device("cpu"), True) == (0, 0.0)
+    assert timing._hold([host(1.0)], lambda: (), dev, False) == (0, 0.0)
