@@ -135,6 +135,10 @@ def child_environment() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # torch.compile'd baselines compile in the child itself: a pool of compile workers would be started
+    # (a Python importing torch) for every check, for a kernel or two (on an H200, a cold compile of
+    # cos(cos(x)) took 8.1 s with the pool and 5.5 s without; tools/probe_compile.py)
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     return env
 
 

@@ -384,6 +384,9 @@ def preload() -> str | None:
         torch.ones(2) + 1
     if not runtime.HAS_CUDA:
         return runtime.self_test()
+    # a GPU check times torch.compile'd baselines: Inductor's modules (seconds to import) come in
+    # once here, not in every child; importing them does not initialise CUDA (the probe below checks)
+    import torch._inductor.compile_fx  # noqa: F401
     return sandbox.probe_fork_cuda()
 
 

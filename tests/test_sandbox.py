@@ -98,3 +98,14 @@ def test_a_served_child_reports_how_it_ended():
         assert child.wait(timeout=30) == -signal.SIGSEGV
     for fd in (in_w, out_r):
         os.close(fd)
+
+
+def test_torch_compile_in_a_child_compiles_in_the_child_itself(submission, monkeypatch):
+    """A torch.compile'd baseline in a check compiles in-process: no pool of compile workers (a Python
+    importing torch) is started, and killed, for every check. A learner's own setting is kept."""
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    assert sandbox.child_environment()["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    report = grade(COS, submission("sandbox/compile_threads.py", "cos_cos"))
+    assert report.status == PASSED and "compile threads 1" in report.output
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")
+    assert sandbox.child_environment()["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
