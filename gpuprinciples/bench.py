@@ -7,9 +7,10 @@ that time went (loading, cases, timing).
 
 For each exercise that declares a `Timing` and a `solution`: make the large timing inputs on the
 GPU, check the solution against the exercise's reference there, then time the solution and every
-baseline (eager, torch.compile, library kernels) interleaved in one run. Then lesson 10's model: a
-decode step, eager and as a CUDA graph, against its bandwidth roofline (`bench_model`). Printed as a
-table with achieved bandwidth against the copy ceiling measured in the same session, TFLOP/s where the
+baseline (eager, torch.compile, library kernels) interleaved in one run. Then lesson 10's model (and
+one of Llama 3.1 8B's shapes): a decode step, eager and as a CUDA graph, against its bandwidth roofline
+(`bench_model`). Printed as a table with achieved bandwidth against the copy ceiling measured in the
+same session, TFLOP/s where the
 exercise counts FLOPs, and the speedup over each baseline with its 95 % interval.
 """
 
@@ -61,31 +62,41 @@ MODEL_BENCH = "decoder.decode_step"  # the name `--only` selects the model bench
 
 
 def bench_model(ceilings, context: int = 4096) -> dict:
-    """LLAMA_1B's greedy decode step at batch 1 with `context` positions cached, eager and as a CUDA graph, with
-    PyTorch's operators and with the fused kernels (kernels/decode_step.py), against its bandwidth roofline: the
-    bytes a step must read (weights once, the cache) over the measured copy bandwidth. gpt-fast's README reports
-    Llama-2-7B at 1,397 GB/s on an A100 whose empirical peak it puts at about 1,700 GB/s (82 %): the anchor for
-    the share of the roofline a graphed step should reach."""
-    from .decoder import LLAMA_1B, Decoder, decode_step_bytes, time_step
+    """A greedy decode step at batch 1 with `context` positions cached, eager and as a CUDA graph, with PyTorch's
+    operators and with the fused kernels (kernels/decode_step.py), against its bandwidth roofline: the bytes a step
+    must read (weights once, the cache) over the measured copy bandwidth. Lesson 10's LLAMA_1B, then LLAMA_8B's
+    shapes: gpt-fast's README reports Llama-2-7B at 1,397 GB/s on an A100 whose empirical peak it puts at about
+    1,700 GB/s (82 %), the anchor for the share a graphed step should reach; at 1 B the matrices are small enough
+    that each kernel's start and drain is a large part of its time (docs/decoding-h200.md)."""
+    from .decoder import LLAMA_1B, LLAMA_8B, Decoder, decode_step_bytes, time_step
 
-    model = Decoder(LLAMA_1B, batch=1, max_seq=context + 1024)
-    model.k_cache.normal_()  # what the cache holds does not change the time
-    model.v_cache.normal_()
-    roofline = decode_step_bytes(LLAMA_1B, 1, context) / ceilings.copy_bandwidth
-    rows = {}
-    for name, graph, fused in (("eager", False, False), ("CUDA graph", True, False), ("fused, CUDA graph", True, True)):
-        model.fused = fused
-        seconds = time_step(model, 1, context, graph=graph)
-        rows[name] = {"median_ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "of_roofline": roofline / seconds}
-    return {"exercise": MODEL_BENCH, "context": context, "roofline_ms": roofline * 1e3, "rows": rows}
+    models = {}
+    for label, config, variants in (
+            ("LLAMA_1B", LLAMA_1B, (("eager", False, False), ("CUDA graph", True, False),
+                                    ("fused, CUDA graph", True, True))),
+            ("LLAMA_8B", LLAMA_8B, (("CUDA graph", True, False), ("fused, CUDA graph", True, True)))):
+        model = Decoder(config, batch=1, max_seq=context + 1024)
+        model.k_cache.normal_()  # what the cache holds does not change the time
+        model.v_cache.normal_()
+        roofline = decode_step_bytes(config, 1, context) / ceilings.copy_bandwidth
+        rows = {}
+        for name, graph, fused in variants:
+            model.fused = fused
+            seconds = time_step(model, 1, context, graph=graph)
+            rows[name] = {"median_ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "of_roofline": roofline / seconds}
+        models[label] = {"parameters_B": config.n_params() / 1e9, "roofline_ms": roofline * 1e3, "rows": rows}
+        del model
+        torch.cuda.empty_cache()
+    return {"exercise": MODEL_BENCH, "context": context, "models": models}
 
 
 def _print_model(result: dict) -> None:
-    print(f"\n{result['exercise']}  (LLAMA_1B bf16, batch 1, {result['context']} positions; bandwidth roofline "
-          f"{result['roofline_ms']:.3f} ms)")
-    for name, row in result["rows"].items():
-        print(f"  {name:<18}{row['median_ms']:>9.3f}ms{row['tokens_per_s']:>10,.0f} tokens/s{row['of_roofline']:>7.0%} "
-              "of the roofline")
+    for label, model in result["models"].items():
+        print(f"\n{result['exercise']}  ({label}, {model['parameters_B']:.1f} B parameters in bf16, batch 1, "
+              f"{result['context']} positions; bandwidth roofline {model['roofline_ms']:.3f} ms)")
+        for name, row in model["rows"].items():
+            print(f"  {name:<18}{row['median_ms']:>9.3f}ms{row['tokens_per_s']:>10,.0f} tokens/s"
+                  f"{row['of_roofline']:>7.0%} of the roofline")
 
 
 def _print(result: dict) -> None:
@@ -188,7 +199,9 @@ def grader_main(json_output: bool = False, only: str | None = None, submissions=
             print(f"  {exercise_id:<28} {result['origin'][-40:]:<40} first {first['wall_s']:>6.2f} s "
                   f"({first['status']})  second {second['wall_s']:>6.2f} s ({second['status']})\n"
                   f"      phases, first {first['phases_s']}\n      phases, second {second['phases_s']}"
-                  + (f"\n      the second's timing: {second['speed']}" if second["speed"] else ""))
+                  + (f"\n      the second's timing: {second['speed']}" if second["speed"] else "")
+                  + "".join(f"\n      why the {which} failed: {run['reasons']}" for which, run in
+                            (("first", first), ("second", second)) if run["status"] != "passed"))
     if json_output:
         print(json.dumps({"mode": runtime.MODE, "machine": runtime.describe(), "results": results}, indent=2,
                          default=str))

@@ -67,6 +67,10 @@ class DecoderConfig:
 
 
 LLAMA_1B = DecoderConfig(vocab=128_256, d_model=2048, n_layers=16, n_heads=32, n_kv_heads=8, head_dim=64, ffn=8192)
+# Llama 3.1 8B's shapes (hidden 4096, 32 layers, 32 query and 8 KV heads of 128, MLP 14336), here with the head
+# tied to the embedding as LLAMA_1B's is (7.5 B parameters, 15 GB in bf16): a decode step reads the same bytes
+# either way. The size gpt-fast's bandwidth figures are reported at, for `gpuprinciples bench`.
+LLAMA_8B = DecoderConfig(vocab=128_256, d_model=4096, n_layers=32, n_heads=32, n_kv_heads=8, head_dim=128, ffn=14336)
 TINY = DecoderConfig(vocab=512, d_model=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256)
 
 

@@ -9,6 +9,7 @@ import torch
 from gpuprinciples import counters, runtime
 from gpuprinciples.decoder import (
     LLAMA_1B,
+    LLAMA_8B,
     OTHER_KERNELS,
     TINY,
     Decoder,
@@ -242,8 +243,10 @@ def test_quantised_weights_halve_the_bytes_and_keep_the_logits_close():
     assert (model.prefill(prompt).float() - want).abs().max() < 0.05 * want.abs().max()
 
 
-def test_the_configs_count_what_llama_3_2_1b_has():
+def test_the_configs_count_what_llama_3_2_1b_and_3_1_8b_have():
     assert LLAMA_1B.n_params() == 1_235_814_400  # Llama 3.2 1B's parameter count, embedding tied
+    # Llama 3.1 8B's count has an output head of its own: here it is tied, one vocab x d_model matrix fewer
+    assert LLAMA_8B.n_params() + LLAMA_8B.vocab * LLAMA_8B.d_model == 8_030_261_248
     assert TINY.n_params() < 1_000_000
     assert decode_step_bytes(LLAMA_1B, 1, 0) == 2 * LLAMA_1B.matmul_params()
 

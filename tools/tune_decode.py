@@ -436,7 +436,7 @@ def matvec_table(name, n, k, wdtype, tiles, gen, x, dtype):
     packed = [(w, None) for w in bf16] if wdtype is None else [wk.quantize(w, wdtype) for w in bf16]
     per = n * k * packed[0][0].element_size() + (0 if wdtype is None else 4 * n) + 2 * (n + k)
     fns = {"cuBLAS bf16 (F.linear)": lambda: [F.linear(x, w) for w in bf16],
-           "fused_linear, default tiles": lambda: [ds.fused_linear(x, *p) for p in packed],
+           "fused_linear, the package's tiles": lambda: [ds.fused_linear(x, *p) for p in packed],
            **{cfg_name(t): (lambda t=t: [ds.fused_linear(x, *p, config=t) for p in packed]) for t in tiles}}
     if DEV == "cuda":
         fns["copy of the same bytes"] = None
@@ -454,7 +454,7 @@ def best_tiles(rows, default: dict | None = None) -> dict | None:
     for r in rows:
         if r["name"].startswith("cfg"):
             return {kv.split("=")[0]: int(kv.split("=")[1]) for kv in r["name"][4:].split()}
-        if default is not None and r["name"] == "fused_linear, default tiles":
+        if default is not None and r["name"] == "fused_linear, the package's tiles":
             return dict(default)
     return None
 
@@ -495,7 +495,7 @@ def matvec():
     saved = dict(ds.TUNED)
     steps = {}
     m.fused = True
-    for label, table_ in (("default tiles", saved), ("tuned tiles", {**saved, **tuned})):
+    for label, table_ in (("the package's tiles", saved), ("tuned tiles", {**saved, **tuned})):
         ds.TUNED.clear()
         ds.TUNED.update(table_)
         for fmt in (None, torch.int8):
@@ -570,7 +570,7 @@ def paged():
     print(f"   default plan: {default}")
     contiguous = ex._paged_as_contiguous(*args)  # the same content, contiguous (made once, outside the timing)
     variants = [{**pk.GPU_TILES, "splits": n} for n in sizes((4, 6, 12, 16), (1,))]
-    variants += [dict(block_n=bn, num_warps=4, num_stages=st) for bn, st in sizes(((32, 3), (16, 2), (64, 2)), ())]
+    variants += [dict(block_n=bn, num_warps=4, num_stages=st) for bn, st in sizes(((32, 2), (32, 3), (128, 2)), ())]
     fns = {"default": decode_fn(pk.paged_decode_attention, {}),
            **{cfg_name(t): decode_fn(pk.paged_decode_attention, t) for t in variants},
            "gather + sdpa flash": ex._gather_then_sdpa,

@@ -95,8 +95,19 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
 # Under the interpreter every tile is a NumPy call: few, large ones.
 CPU_CONFIG = {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "STAGES": 1}
 # Tuned tiles per weight shape, (N, K, bytes per weight) -> config, for the GPU they were tuned on
-# (tools/tune_decode.py prints the table); shapes not listed get `gpu_config`'s rule.
-TUNED: dict[tuple[int, int, int], dict] = {}
+# (tools/tune_decode.py prints the table); shapes not listed get `gpu_config`'s rule. LLAMA_1B's five
+# weights on an H200 (docs/decoding-h200.md, run 2: the graphed step 1.171 -> 1.162 ms in bf16,
+# 1.064 -> 0.994 ms with int8 weights).
+_TUNED_TILES = {  # (BLOCK_N, BLOCK_K, STAGES), 4 warps each
+    (3072, 2048, 2): (2, 1024, 1), (3072, 2048, 1): (4, 512, 3),
+    (2048, 2048, 2): (2, 1024, 1), (2048, 2048, 1): (2, 2048, 3),
+    (16384, 2048, 2): (2, 1024, 1), (16384, 2048, 1): (8, 512, 3),
+    (2048, 8192, 2): (4, 1024, 3), (2048, 8192, 1): (4, 1024, 3),
+    (128256, 2048, 2): (2, 1024, 1), (128256, 2048, 1): (32, 256, 3),
+}
+TUNED: dict[tuple[int, int, int], dict] = {
+    shape: {"BLOCK_N": n, "BLOCK_K": k, "num_warps": 4, "STAGES": stages}
+    for shape, (n, k, stages) in _TUNED_TILES.items()}
 PROGRAMS_PER_SM = 4  # the rule's aim: about this many programs per SM, for enough weight bytes in flight
 TILE_BYTES = 16384  # and a weight tile of about this many bytes per program and step of the loop
 MAX_TILE_ELEMENTS = 8192  # fp32 products a program holds (BLOCK_M · BLOCK_N · BLOCK_K, 4 warps): 64 per thread

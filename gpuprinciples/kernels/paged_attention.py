@@ -19,10 +19,10 @@ import triton.language as tl
 
 from .decode_attention import attend, check_shapes, finish, launch, load_queries, plan
 
-# On a GPU, from tools/tune_decode.py on an H200 (2026-12-03, pages of 16, the long context;
-# docs/decoding-h200.md#paged): 32-key tiles, 4 warps, 2 stages, 292 µs (86 % of copy), where 64-key tiles and 3
-# stages (the contiguous kernel's tiles then) took 348 µs (73 %).
-GPU_TILES = {"block_n": 32, "num_warps": 4, "num_stages": 2}
+# On a GPU, from tools/tune_decode.py on an H200 (pages of 16, the long context; docs/decoding-h200.md#paged):
+# run 2 timed 64-key tiles, 4 warps, 2 stages (the contiguous kernel's tiles) at 263 µs (96 % of copy), where
+# run 1's choice, 32-key tiles, took 300 µs (84 %), and 64-key tiles with 3 stages 348 µs in run 1 (73 %).
+GPU_TILES = {"block_n": 64, "num_warps": 4, "num_stages": 2}
 
 
 @triton.jit
