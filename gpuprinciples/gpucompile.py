@@ -246,6 +246,10 @@ _HINTS = (
      lambda m: f"on a GPU, tl.cos, tl.sin, tl.exp, tl.log, tl.sqrt and the other transcendental functions take "
                f"fp32 or fp64, not {m[1]}: convert with `.to(tl.float32)` before the call (and back with "
                "`.to(...)` before storing)"),
+    (r"Both operands must be same dtype\. Got (\w+) and (\w+)",
+     lambda m: f"tl.dot multiplies two operands of one dtype, here {m[1]} by {m[2]}: convert the other first, as "
+               "in `tl.dot(p.to(v.dtype), v)` (the product still accumulates in fp32; the interpreter's float32 "
+               "cases never see this, a GPU's bf16 and fp16 ones do)"),
     (r"Cannot access global variable (\w+)",
      lambda m: f"a kernel can read only constexpr globals: write `{m[1]} = tl.constexpr(value)` at module level, "
                f"or pass {m[1]} to the kernel as an argument"),

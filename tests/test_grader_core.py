@@ -59,7 +59,7 @@ LEARNER_PACKAGE = {
         "import torch\nimport triton\nimport triton.language as tl\n\nfrom ..blocks import BLOCK\n\n\n"
         "@triton.jit\ndef _cos_cos(x, y, n, B: tl.constexpr):\n"
         "    offs = tl.program_id(0) * B + tl.arange(0, B)\n    m = offs < n\n"
-        "    tl.store(y + offs, tl.cos(tl.cos(tl.load(x + offs, mask=m))), mask=m)\n\n\n"
+        "    tl.store(y + offs, tl.cos(tl.cos(tl.load(x + offs, mask=m).to(tl.float32))), mask=m)\n\n\n"
         "def cos_cos(x):\n    y = torch.empty_like(x)\n"
         "    _cos_cos[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), B=BLOCK)\n    return y\n"),
 }

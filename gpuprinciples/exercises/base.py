@@ -41,6 +41,13 @@ class Case:
     decoy: tuple | None = None
 
 
+# A GPU grades some kernels in bf16 or fp16 where a CPU's cases are float32 (the interpreter's speed, and
+# float32's tight tolerance). A kernel a GPU's compiler refuses in those dtypes (`tl.dot` of float32 by
+# bf16, `tl.cos` on bf16) would then pass on a CPU and fail on a GPU. So a CPU grades a few small cases in
+# the GPU's dtypes too, and their launches are compiled for sm_90 like every other ("One verdict everywhere").
+GPU_HALF_DTYPES = (torch.bfloat16, torch.float16)
+
+
 # ---------------------------------------------------------------------------------------------
 # Tolerances: per output dtype. float32 is held to 1e-5 (the contract says no looser than 1e-4).
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import torch
 
 from ..decoder import LLAMA_1B, DecoderConfig
 from .base import (
+    GPU_HALF_DTYPES,
     TOLERANCES,
     Case,
     FunctionExercise,
@@ -221,8 +222,12 @@ def _decode_specs(gen: torch.Generator, mode: str) -> list[tuple]:
             (2, 8, 1, _odd(gen, 3000, 6000), 128, "large", "stacked")]
 
 
-def _dtypes(mode: str) -> list[torch.dtype]:
-    return [torch.float32] if mode == "cpu" else [torch.bfloat16, torch.float16]
+def _plan(specs: list[tuple], mode: str) -> list[tuple[tuple, torch.dtype]]:
+    """Each spec with its dtype: float32 on a CPU, bf16 and fp16 in turn on a GPU; on a CPU the second spec (a
+    small one) once more in each of the GPU's dtypes (GPU_HALF_DTYPES)."""
+    if mode == "cpu":
+        return [(spec, torch.float32) for spec in specs] + [(specs[1], dtype) for dtype in GPU_HALF_DTYPES]
+    return [(spec, GPU_HALF_DTYPES[i % len(GPU_HALF_DTYPES)]) for i, spec in enumerate(specs)]
 
 
 def _label(spec, dtype, lens, extra: str = "") -> str:
@@ -233,8 +238,7 @@ def _label(spec, dtype, lens, extra: str = "") -> str:
 
 def _decode_cases(gen: torch.Generator, mode: str) -> list[Case]:
     cases = []
-    for i, spec in enumerate(_decode_specs(gen, mode)):
-        dtype = _dtypes(mode)[i % len(_dtypes(mode))]
+    for spec, dtype in _plan(_decode_specs(gen, mode), mode):
         args = _decode_values(gen, spec, dtype)
         cases.append(Case(_label(spec, dtype, args[3]), args, decoy=_decode_values(gen, spec, dtype)))
     return cases
@@ -385,8 +389,8 @@ def _masked_sdpa(q, k_cache, v_cache, seq_lens):
 SIGNATURE_NOTE = ("one new query per sequence; query head h reads KV head h // (Hq // Hkv); position t of sequence b "
                   "is live when t < seq_lens[b] (int32 [B], on the device, ≥ 1): nothing else may be read; plan "
                   "the launch from shapes, not from seq_lens' values; at most two launches; the head dim is "
-                  "contiguous, D in {32, 64, 128}; float32 on a CPU, bf16/fp16 on a GPU; returns [B, Hq, D] in q's "
-                  "dtype")
+                  "contiguous, D in {32, 64, 128}; float32, bf16 or fp16 (a GPU grades bf16/fp16); returns "
+                  "[B, Hq, D] in q's dtype")
 
 DECODE_HINTS = (
     "One program per (sequence, KV head, split of the positions): grid (B * Hkv, n_splits). It loads the G = Hq // Hkv "
@@ -492,8 +496,7 @@ def _paged_specs(gen, mode) -> list[tuple]:
 
 def _paged_cases(gen: torch.Generator, mode: str) -> list[Case]:
     cases = []
-    for i, spec in enumerate(_paged_specs(gen, mode)):
-        dtype = _dtypes(mode)[i % len(_dtypes(mode))]
+    for spec, dtype in _plan(_paged_specs(gen, mode), mode):
         args = _paged_values(gen, spec, dtype)
         cases.append(Case(_label(spec[:7], dtype, args[4], f" page={spec[7]}"), args,
                           decoy=_paged_values(gen, spec, dtype)))

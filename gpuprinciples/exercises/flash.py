@@ -25,6 +25,7 @@ import torch
 from .. import counters, runtime
 from ..kernels.attention import attention_float64, naive_attention, sdpa
 from .base import (
+    GPU_HALF_DTYPES,
     Case,
     FunctionExercise,
     LaunchesTriton,
@@ -284,7 +285,8 @@ ATTENTION_TOLERANCES = {
 
 # Each exercise's cases, per mode: (B, H, N, D, causal, layout), N a number or drawn by _odd. On a CPU they
 # stay small (the interpreter runs tl.dot as NumPy, tile by tile), yet N > B·H·D where an N×N tensor must
-# be told apart from the output; float32 there, bf16 and fp16 in turn on a GPU.
+# be told apart from the output; float32 there (and the second shape once in bf16 and fp16), bf16 and fp16 in
+# turn on a GPU.
 F, T = False, True
 ATTENTION_SPECS = {
     # stage 1: the loop itself. No mask is needed: N is a multiple of every tile up to 128
@@ -328,11 +330,14 @@ ATTENTION_SPECS = {
 
 def _cases_for(exercise_id: str):
     def cases(gen: torch.Generator, mode: str) -> list[Case]:
-        dtypes = [torch.float32] if mode == "cpu" else [torch.bfloat16, torch.float16]
+        specs = ATTENTION_SPECS[exercise_id][mode]
+        dtypes = [torch.float32] if mode == "cpu" else list(GPU_HALF_DTYPES)
+        plan = [(spec, dtypes[i % len(dtypes)]) for i, spec in enumerate(specs)]
+        if mode == "cpu":  # the GPU's dtypes too, at the second (a small) shape: see GPU_HALF_DTYPES
+            plan += [(specs[1], dtype) for dtype in GPU_HALF_DTYPES]
         found = []
-        for i, (B, H, N, D, causal, kind) in enumerate(ATTENTION_SPECS[exercise_id][mode]):
+        for (B, H, N, D, causal, kind), dtype in plan:
             N = N(gen) if callable(N) else N
-            dtype = dtypes[i % len(dtypes)]
             args = _attention_values(gen, (B, H, N, D), kind, dtype)
             decoy = _attention_values(gen, (B, H, N, D), kind, dtype)
             label = (f"B={B} H={H} N={N} D={D} {'causal' if causal else 'full'} {kind} "
@@ -428,7 +433,8 @@ def _timing_inputs(gen, device):
 
 
 SIGNATURE = ("attention(q, k, v, causal=False) -> Tensor  # q, k, v: [B, H, N, D], last dim contiguous, "
-             "each with strides of its own; D in {32, 64, 128}; scale 1/sqrt(D); float32 on CPU, bf16/fp16 on a GPU")
+             "each with strides of its own; D in {32, 64, 128}; scale 1/sqrt(D); float32, bf16 or fp16 (a GPU "
+             "grades bf16/fp16)")
 REQUIREMENTS = (LaunchesTriton(), MaxLaunches(1), NoTorchCompute(), NoScoreMatrix(), StoresOnlyOutput(),
                 LoadsWithinFlashBound())
 KV_ONCE = ((("cpu",), "each program reads each element of K and V at most once"),)

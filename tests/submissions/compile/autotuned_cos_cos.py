@@ -12,7 +12,7 @@ import triton.language as tl
 def cos_cos_tuned(src, dst, n, BLOCK: tl.constexpr):
     at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = at < n
-    v = tl.load(src + at, mask=inside)
+    v = tl.load(src + at, mask=inside).to(tl.float32)
     tl.store(dst + at, tl.cos(tl.cos(v)), mask=inside)
 
 

@@ -11,7 +11,7 @@ BLOCK = tl.constexpr(1024)
 def cos_cos_global(src, dst, n):
     at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = at < n
-    tl.store(dst + at, tl.cos(tl.cos(tl.load(src + at, mask=inside))), mask=inside)
+    tl.store(dst + at, tl.cos(tl.cos(tl.load(src + at, mask=inside).to(tl.float32))), mask=inside)
 
 
 def cos_cos(x):

@@ -11,10 +11,10 @@ import triton.language as tl
 def cos_cos_heuristic(src, dst, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
     at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     if EVEN:
-        tl.store(dst + at, tl.cos(tl.cos(tl.load(src + at))))
+        tl.store(dst + at, tl.cos(tl.cos(tl.load(src + at).to(tl.float32))))
     else:
         inside = at < n
-        tl.store(dst + at, tl.cos(tl.cos(tl.load(src + at, mask=inside))), mask=inside)
+        tl.store(dst + at, tl.cos(tl.cos(tl.load(src + at, mask=inside).to(tl.float32))), mask=inside)
 
 
 def cos_cos(x):

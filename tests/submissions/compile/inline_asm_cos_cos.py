@@ -9,7 +9,7 @@ import triton.language as tl
 def cos_cos_asm(src, dst, n, BLOCK: tl.constexpr):
     at = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = at < n
-    v = tl.cos(tl.cos(tl.load(src + at, mask=inside)))
+    v = tl.cos(tl.cos(tl.load(src + at, mask=inside).to(tl.float32)))
     v = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [v], dtype=tl.float32, is_pure=True, pack=1)
     tl.store(dst + at, v, mask=inside)
 

@@ -8,7 +8,7 @@ import triton.language as tl
 def cos_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(y_ptr + offs, tl.cos(tl.load(x_ptr + offs, mask=mask)), mask=mask)
+    tl.store(y_ptr + offs, tl.cos(tl.load(x_ptr + offs, mask=mask).to(tl.float32)), mask=mask)
 
 
 def cos_cos(x):
