@@ -270,7 +270,17 @@ def _short_dtypes(text: str) -> list[str]:
     return [names.get(n, n) for n in re.findall(r"triton\.language\.(\w+)", text)]
 
 
-def _refusal_sentence(name: str, exc: BaseException, launching: bool = False) -> str:
+def compile_error_sentence(exc: BaseException) -> str | None:
+    """A GPU's own refusal (Triton's CompilationError, raised by a launch on a real GPU) in the words, and with the
+    hint, that the CPU's sm_90 compile gives the same mistake; None for any other exception."""
+    if type(exc).__name__ != "CompilationError":
+        return None
+    kernel = re.search(r"^\s*def (\w+)\(", str(exc), flags=re.M)
+    return _refusal_sentence(kernel[1] if kernel else "?", exc, target="this GPU")
+
+
+def _refusal_sentence(name: str, exc: BaseException, launching: bool = False,
+                      target: str = "an H100/H200 (sm_90)") -> str:
     message = str(getattr(exc, "error_message", None) or exc).strip()
     wrapped = re.fullmatch(r"\w+(?:Error|Exception)\((['\"])(.*)\1\)", message, flags=re.S)
     if wrapped:  # NameError("...") as the compiler quotes it
@@ -288,7 +298,7 @@ def _refusal_sentence(name: str, exc: BaseException, launching: bool = False) ->
     if len(message) > 400:
         message = message[:400] + " …"
     who = "Triton refuses to launch" if launching else "the GPU compiler refuses"
-    sentence = (f"kernel `{name}` does not compile for an H100/H200 (sm_90): {who} it with "
+    sentence = (f"kernel `{name}` does not compile for {target}: {who} it with "
                 f"\"{message}\"" + (f" at `{where}`" if where else ""))
     return sentence + (f". {hint[0].upper()}{hint[1:]}." if hint else ".")
 

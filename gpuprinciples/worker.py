@@ -135,7 +135,7 @@ def _describe_error(exc: BaseException, source_file: str) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     mine = [f for f in frames if f.filename == source_file]
     where = f" (line {mine[-1].lineno}: {mine[-1].line})" if mine else ""
-    text = f"{type(exc).__name__}: {exc}".strip()
+    text = gpucompile.compile_error_sentence(exc) or f"{type(exc).__name__}: {exc}".strip()
     if len(text) > 1200:
         text = text[:1200] + " …"
     return text + where

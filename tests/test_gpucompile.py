@@ -137,6 +137,21 @@ def test_a_kernel_beyond_hopper_shared_memory_is_refused():
     assert "bytes of shared memory per program" in info.error and "smaller tiles" in info.error
 
 
+def test_a_gpus_own_refusal_reads_as_the_cpus(monkeypatch):
+    """On a GPU the launch itself raises Triton's CompilationError; the learner reads the sentence and the hint
+    the CPU's sm_90 compile gives (here the real exception of that compile, as a GPU's launch raises it)."""
+    raised = []
+    sentence = gpucompile._refusal_sentence
+    monkeypatch.setattr(gpucompile, "_refusal_sentence", lambda name, exc, **kw: raised.append(exc) or sentence(
+        name, exc, **kw))
+    info = gpucompile.compile_kernel(cos_kernel, {"src": "*bf16", "dst": "*bf16", "n": "i32"}, {"BLOCK": 256})
+    assert not info.ok and raised and type(raised[0]).__name__ == "CompilationError"
+    on_gpu = gpucompile.compile_error_sentence(raised[0])
+    assert on_gpu.startswith("kernel `cos_kernel` does not compile for this GPU: the GPU compiler refuses it with")
+    assert "but got bf16" in on_gpu and "`.to(tl.float32)`" in on_gpu and "tl.load(src + at" in on_gpu
+    assert gpucompile.compile_error_sentence(ValueError("no")) is None
+
+
 def test_compile_kernel_takes_a_written_signature():
     info = gpucompile.compile_kernel(cos_kernel, {"src": "*fp32", "dst": "*fp32", "n": "i32"}, {"BLOCK": 1024},
                                      num_warps=8)
