@@ -72,7 +72,7 @@ NOTEBOOK_CELLS = [
     "import gpuprinciples\nimport torch\nimport triton\nimport triton.language as tl\nfrom gpuprinciples import check",
     "BLOCK = 256\n\n@triton.jit\ndef kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n"
     "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n"
-    "    tl.store(y_ptr + offs, tl.cos(tl.cos(tl.load(x_ptr + offs, mask=mask))), mask=mask)",
+    "    tl.store(y_ptr + offs, tl.cos(tl.cos(tl.load(x_ptr + offs, mask=mask).to(tl.float32))), mask=mask)",
     "def grid(n):\n    return (triton.cdiv(n, BLOCK),)\n\n"
     "def cos_cos(x):\n    y = torch.empty_like(x)\n"
     "    kernel[grid(x.numel())](x, y, x.numel(), BLOCK=BLOCK)\n    return y",
