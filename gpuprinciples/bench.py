@@ -30,7 +30,7 @@ def _load(spec: str):
 
 def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
     """One timed input of `ex` (its first, or `spec`, one of `ex.timing.each()`)."""
-    from . import timing
+    from . import roofline, timing
 
     spec = spec or ex.timing
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -43,11 +43,14 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
     fns = {"solution": solution, **spec.baselines}
     comparison = timing.compare(fns, args=args, device="cuda", budget_s=budget_s, flush=spec.flush)
     least_bytes, flops = spec.min_bytes(args), spec.flops(args)
+    peak = roofline.inputs_peak(ceilings, args)
     rows = {}
     for name, t in comparison.timings.items():
+        fraction, bound, _ = roofline.fraction_of_roof(t.median, flops, least_bytes, peak, ceilings.copy_bandwidth)
         row = {"median_ms": t.median * 1e3, "spread": t.spread,
                "bandwidth_TBps": least_bytes / t.median / 1e12,
-               "of_copy_ceiling": least_bytes / t.median / ceilings.copy_bandwidth}
+               "of_copy_ceiling": least_bytes / t.median / ceilings.copy_bandwidth,
+               "of_roof": fraction, "bound": bound}
         if flops:
             row["TFLOPps"] = flops / t.median / 1e12
         if name != "solution":
@@ -102,7 +105,7 @@ def _print_model(result: dict) -> None:
 def _print(result: dict) -> None:
     print(f"\n{result['exercise']}  (relative error of the solution {result['relative_error']:.1e}, "
           f"{result['rounds']} interleaved rounds)")
-    print(f"  {'':<18}{'median':>11}{'TB/s':>8}{'of copy':>9}{'TFLOP/s':>9}   solution speedup [95% CI]")
+    print(f"  {'':<18}{'median':>11}{'TB/s':>8}{'of copy':>9}{'TFLOP/s':>9}{'of roof':>9}   solution speedup [95% CI]")
     for name, row in result["rows"].items():
         tflops = f"{row['TFLOPps']:.0f}" if "TFLOPps" in row else "-"
         speed = "-"
@@ -110,7 +113,7 @@ def _print(result: dict) -> None:
             r, lo, hi = row["solution_speedup"]
             speed = f"{r:.2f}x [{lo:.2f}, {hi:.2f}]"
         print(f"  {name:<18}{row['median_ms']:>9.3f}ms{row['bandwidth_TBps']:>8.2f}{row['of_copy_ceiling']:>9.0%}"
-              f"{tflops:>9}   {speed}")
+              f"{tflops:>9}{row['of_roof']:>9.0%}   {speed}")
 
 
 def main(json_output: bool = False, only: str | None = None) -> int:

@@ -255,7 +255,7 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
     """Time in the child; fingerprint the right outputs of every input variant here; judge here.
     `which`: the index of the timed input (Timing.each); the first one's figures are the report's own,
     another's sit under "timing <label>"."""
-    from . import hardware
+    from . import hardware, roofline
 
     spec = exercise.timing.each()[which]
     seeds = [secrets.randbits(62) for _ in range(TIMING_VARIANTS)]  # nothing the child sees reveals the case seed
@@ -277,8 +277,10 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
                                             sample_seed))
         args = args if args is not None else variant
         del want
+    ceilings = hardware.ceilings()
     verdict = judge.judge_timing(spec, exercise.requirements, args, references, result,
-                                 hardware.ceilings().copy_bandwidth, earlier[1] if earlier else None)
+                                 ceilings.copy_bandwidth, earlier[1] if earlier else None,
+                                 peak_flops=roofline.inputs_peak(ceilings, args))
     on = f" ({spec.label})" if spec.label else ""
     if which == 0:
         report.measurements.update(verdict.measurements)
@@ -295,6 +297,8 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
     elif not result.error and result.rounds and not verdict.reasons:
         _EARLIER_BASELINES[key] = (time.monotonic(), {
             name: [r[name] for r in result.rounds] for name in spec.baselines if name in result.rounds[0]})
+    if verdict.roof:
+        report.notes.append(verdict.roof[0].upper() + verdict.roof[1:] + on + ".")
     for name, passed, detail in verdict.checks:
         report.checks.append(CheckLine(name + on, passed, detail))
     for reason in verdict.reasons:

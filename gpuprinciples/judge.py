@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import roofline
 from .channel import CaseResult, TimingResult
 from .exercises import Case, compare_tensors
 from .exercises.base import BytesWithin, memory_bytes
@@ -213,16 +214,19 @@ class TimingVerdict:
     implausible: str | None = None  # a measurement error: the report is an ERROR, not a fail
     checks: list[tuple[str, bool | None, str]] = field(default_factory=list)
     measurements: dict = field(default_factory=dict)
+    roof: str = ""  # the kernel's fraction of this GPU's roof, in a sentence
 
 
 def judge_timing(spec, requirements, args: tuple, references: list[dict], result: TimingResult,
-                 copy_bandwidth: float, earlier: dict[str, list[float]] | None = None) -> TimingVerdict:
+                 copy_bandwidth: float, earlier: dict[str, list[float]] | None = None, *,
+                 peak_flops: float | None = None) -> TimingVerdict:
     """The timed calls' outputs, requirements and speed, from the raw samples.
 
     `references[k]`: the grader's fingerprint of the right output on input variant k; timed call i
     of the learner's function ran on variant i % len(references) (call 0 is the untimed first call).
     `earlier`: samples of baselines timed in an earlier check (not in `result.rounds`), compared
-    unpaired."""
+    unpaired. `peak_flops`: the matmul rate measured here for the inputs' dtype (roofline.matmul_peak),
+    which with `copy_bandwidth` makes this GPU's roof for the work: every verdict states its fraction."""
     from .timing import bootstrap_speedup, bootstrap_speedup_unpaired
 
     verdict = TimingVerdict()
@@ -252,6 +256,9 @@ def judge_timing(spec, requirements, args: tuple, references: list[dict], result
     m["copy_ceiling_TBps"] = round(copy_bandwidth / 1e12, 3)
     if flops:
         m["TFLOPps"] = round(flops / yours / 1e12, 2)
+    fraction, bound, roof_s = roofline.fraction_of_roof(yours, flops, least_bytes, peak_flops, copy_bandwidth)
+    m["roof"] = {"fraction": round(fraction, 3), "bound": bound, "roof_ms": round(roof_s * 1e3, 4)}
+    verdict.roof = roofline.describe_roof(fraction, bound, roof_s, flops, least_bytes, peak_flops, copy_bandwidth)
     speedups = {}
     for base in spec.baselines:
         if base in samples:

@@ -106,6 +106,47 @@ def roof_of(x, dtype=None) -> tuple[float, float]:
     return float(peak), float(bandwidth)
 
 
+def matmul_peak(ceilings: Ceilings, dtype) -> float | None:
+    """The measured matmul rate a kernel on `dtype` inputs can reach here: fp32 inputs through Tensor
+    Cores as TF32 (Triton's `tl.dot` default) where that was measured; None where nothing was."""
+    key = dtype_key(dtype)
+    for candidate in (("tf32", "fp32") if key == "fp32" else (key,)):
+        try:
+            return ceilings.flops(candidate)
+        except ValueError:
+            continue
+    return None
+
+
+def inputs_peak(ceilings: Ceilings, args) -> float | None:
+    """`matmul_peak` for the dtype of the first floating-point tensor among a call's arguments."""
+    import torch
+    dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+    return matmul_peak(ceilings, dtype) if dtype in (torch.float32, torch.float16, torch.bfloat16) else None
+
+
+def fraction_of_roof(seconds: float, flops: float, bytes: float, peak_flops: float | None,
+                     bandwidth: float) -> tuple[float, str, float]:
+    """(fraction, bound, roof seconds): how close `seconds` came to the least time this machine's roof
+    allows for the work, `bytes` at `bandwidth` or `flops` at `peak_flops`, whichever is slower. 1.0 is at
+    the roof. `peak_flops` None (no matmul rate for the dtype measured here): bytes alone set the roof."""
+    memory_s = bytes / bandwidth
+    compute_s = flops / peak_flops if flops and peak_flops else 0.0
+    roof_s = max(memory_s, compute_s)
+    return roof_s / seconds, ("compute" if compute_s > memory_s else "memory"), roof_s
+
+
+def describe_roof(fraction: float, bound: str, roof_s: float, flops: float, bytes: float, peak_flops: float | None,
+                  bandwidth: float) -> str:
+    """The roof fraction in a sentence a learner reads: what bounds the work, and at which measured rate."""
+    from .timing import format_seconds
+    if bound == "compute":
+        why = f"compute-bound: {flops / 1e9:,.3g} GFLOP at the measured {peak_flops / 1e12:,.0f} TFLOP/s"
+    else:
+        why = f"memory-bound: {bytes / 1e6:,.4g} MB at the measured {bandwidth / 1e12:,.2f} TB/s copy"
+    return f"{fraction:.0%} of this GPU's roof for this work ({why} take {format_seconds(roof_s)} at best)"
+
+
 def _describe(x, dtype) -> str:
     if isinstance(x, GPUSpec):
         return f"{x.name}, datasheet, {dtype or 'bf16'}"
