@@ -10,7 +10,7 @@ import triton.language as tl
 
 from gpuprinciples import counters, drawing, exercises, runtime
 from gpuprinciples.grading import grade
-from gpuprinciples.kernels.bias_gelu import bias_gelu
+from gpuprinciples.kernels.bias_gelu import bias_gelu, bias_gelu_flat
 from gpuprinciples.kernels.cos_cos import cos_cos
 from gpuprinciples.kernels.layernorm import layernorm
 from gpuprinciples.kernels.softmax import launch_shape, softmax
@@ -95,6 +95,16 @@ def test_bias_gelu_uses_descriptors_and_refuses_unaligned_rows():
     assert rec.triton_launches == 1 and _moved(rec) <= 1.1 * (2 * x.numel() + 132) * 4
     with pytest.raises(ValueError, match="16-byte"):
         bias_gelu(torch.randn(5, 7), torch.randn(7))
+
+
+@needs_interpreter
+def test_the_flat_bias_gelu_is_right_on_ragged_shapes_in_one_pass():
+    """"How far it goes" (kernels/bias_gelu.py): one flat range, the bias by index % N, a partial last block."""
+    x, b = torch.randn(37, 133) * 4, torch.randn(133)
+    with counters.record() as rec:
+        y = bias_gelu_flat(x, b, block=256)
+    torch.testing.assert_close(y.double(), F.gelu(x.double() + b.double()), rtol=1e-5, atol=1e-5)
+    assert rec.triton_launches == 1 and rec.store_bytes == x.numel() * 4
 
 
 # -------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from gpuprinciples import hardware, timing
-from gpuprinciples.kernels.bias_gelu import bias_gelu
+from gpuprinciples.kernels.bias_gelu import bias_gelu, bias_gelu_flat
 from gpuprinciples.kernels.cos_cos import cos_cos
 from gpuprinciples.kernels.layernorm import layernorm
 from gpuprinciples.kernels.softmax import softmax
@@ -101,7 +101,9 @@ def main(which):
         table("bias_gelu 8192^2 fp32", {"eager": eager, "copy_": copy_of(x), "torch.compile": torch.compile(eager),
                                         "default": bias_gelu,
                                         **variants(bias_gelu, block_m=[8, 16, 32], block_n=[64, 128, 256],
-                                                   num_warps=[4, 8])},
+                                                   num_warps=[4, 8]),
+                                        **variants(bias_gelu_flat, block=[1024, 2048, 4096, 8192],
+                                                   num_warps=[4, 8, 16])},
               (x, b), 8 * x.numel())
 
 
