@@ -358,11 +358,23 @@ def test_paged_cases_point_dead_entries_elsewhere():
 def test_value_exercises():
     assert grade("decoding.ridge_batch", 206).status == PASSED
     assert grade("decoding.ridge_batch", 1).status == FAILED
-    tokens = 4.8e12 / (2 * LLAMA_1B.matmul_params() + kv_cache_bytes(LLAMA_1B, 1, 4096, torch.bfloat16))
-    assert grade("decoding.tokens_per_s", tokens).status == PASSED
-    assert grade("decoding.tokens_per_s", 2 * tokens).status == FAILED
-    assert grade("decoding.tokens_per_s", None).status == NOT_ATTEMPTED
-    assert 1800 < tokens < 1900
+
+
+def test_batch_for_budget_is_a_decision_and_each_wrong_one_says_why():
+    from gpuprinciples.exercises.decoding import RECORDED_SWEEP, STEP_BUDGET_S
+    assert RECORDED_SWEEP[64] <= STEP_BUDGET_S < RECORDED_SWEEP[128]  # the recorded curve decides it
+    assert grade("decoding.batch_for_budget", 64).status == PASSED
+    assert grade("decoding.batch_for_budget", 64.0).status == PASSED
+    assert grade("decoding.batch_for_budget", None).status == NOT_ATTEMPTED
+    most = grade("decoding.batch_for_budget", 256)  # the most tokens/s, ignoring the promise
+    assert most.status == FAILED and "under the promised 250" in most.reasons[0] and "5.643 ms" in most.reasons[0]
+    over = grade("decoding.batch_for_budget", 128)  # just past the budget
+    assert over.status == FAILED and "4.391 ms" in over.reasons[0]
+    safe = grade("decoding.batch_for_budget", 1)  # the fastest per user, leaving throughput unused
+    assert safe.status == FAILED and "batch 64" in safe.reasons[0] and "weights are read once" in safe.reasons[0]
+    unmeasured = grade("decoding.batch_for_budget", 100)
+    assert unmeasured.status == FAILED and "was not measured" in unmeasured.reasons[0]
+    assert "batch size" in grade("decoding.batch_for_budget", "64").reasons[0]
 
 
 def test_mha_cache_is_four_times_gqa():
