@@ -400,3 +400,22 @@ def test_the_package_solutions_pass(solution_reports, exercise_id):
     assert report.status == PASSED, report.reasons
     if runtime.INTERPRETER and exercise_id != "decoding.kv_cache_bytes":
         assert report.measurements["counts"]["triton_launches"] in (1, 2)
+
+
+def test_a_prediction_is_locked_to_the_first_answer_of_a_session(monkeypatch):
+    from gpuprinciples import grading
+    monkeypatch.setattr(grading, "_PREDICTIONS", {})
+    first = grading.check("decoding.ridge_batch", 1, show=False)  # wrong, and then the measurement shows why
+    assert first.status == FAILED
+    second = grading.check("decoding.ridge_batch", 206, show=False)  # hindsight is not a prediction
+    assert second.status == FAILED
+    assert any(line.name == "prediction locked" and "your first answer this session, 1," in line.detail
+               for line in second.checks)
+    assert grading.grade("decoding.ridge_batch", 206).status == PASSED  # grade() (CLI, tests) keeps nothing
+    # an exercise that is not a prediction takes every new answer
+    assert grading.check("decoding.batch_for_budget", 1, show=False).status == FAILED
+    assert grading.check("decoding.batch_for_budget", 64, show=False).status == PASSED
+    # a first answer of None (not attempted) locks nothing
+    monkeypatch.setattr(grading, "_PREDICTIONS", {})
+    assert grading.check("decoding.ridge_batch", None, show=False).status == NOT_ATTEMPTED
+    assert grading.check("decoding.ridge_batch", 206, show=False).status == PASSED

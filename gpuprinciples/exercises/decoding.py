@@ -173,6 +173,7 @@ BATCH_FOR_BUDGET = ValueExercise(
 
 RIDGE_BATCH = ValueExercise(
     id="decoding.ridge_batch",
+    prediction=True,
     title="Predict: the batch at which decoding turns compute-bound",
     question=("A decode step multiplies activations x [B, K] by a bf16 weight W [K, N]: 2·B·K·N FLOPs. Count only "
               "the weight's 2·K·N bytes (the activations, B·(K + N) elements, are small while B ≪ K, N). From the "
