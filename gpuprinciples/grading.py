@@ -48,8 +48,13 @@ def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
           show: bool = True) -> Report:
     """Grade and, in a notebook, show the report. Never raises for a learner's mistake."""
     from .progress import ticking
+    answer, changed = _locked(exercise_id, answer)
     with ticking(f"grading {exercise_id}", enabled=show):  # a check takes seconds: show it is working
         report = grade(exercise_id, answer, timeout=timeout, seed=seed)
+    if changed is not None:
+        report.checks.append(CheckLine("prediction locked", None, (
+            f"your first answer this session, {answer!r}, is the one graded, not {changed!r}: a prediction is made "
+            "once, before the measurement that follows shows the answer (restart the kernel to predict afresh)")))
     try:  # the instructor's gradebook log ($GPUPRINCIPLES_REPORT_LOG) and the hint tiers; never fatal
         from . import gradebook, hints
         gradebook.log_report(report)
@@ -60,6 +65,27 @@ def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
         from .display import show as show_report
         show_report(report)
     return report
+
+
+# check() grades the first answer a session gave to a prediction (ValueExercise.prediction): changing it after the
+# measurement has shown the answer would grade hindsight. grade() itself, as the CLI and tests call it, keeps nothing.
+_PREDICTIONS: dict[str, object] = {}
+
+
+def _locked(exercise_id: str, answer):
+    """(the answer to grade, the one given now if it differs from the first, else None)."""
+    try:
+        exercise = get_exercise(exercise_id)
+    except KeyError:
+        return answer, None
+    if not getattr(exercise, "prediction", False) or answer is None or answer is Ellipsis:
+        return answer, None
+    first = _PREDICTIONS.setdefault(exercise_id, answer)
+    try:
+        same = bool(first == answer)
+    except Exception:  # noqa: BLE001 - an answer whose == is not a truth value
+        same = repr(first) == repr(answer)
+    return (answer, None) if same else (first, answer)
 
 
 def grade(exercise_id: str, answer, *, timeout: float | None = None, seed: int | None = None) -> Report:

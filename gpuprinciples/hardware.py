@@ -34,7 +34,7 @@ class GPUSpec:
     fp32_tflops: float  # CUDA cores, no tensor cores
     bandwidth_tbs: float  # memory bandwidth, TB/s (10^12 bytes/s)
     memory_gb: float  # as the datasheet states it
-    l2_mib: float | None
+    l2_mib: float | None  # L2 cache, MiB, where NVIDIA publishes it for the part (see SPECS); l2_bytes() prefers the GPU's own
     sms: int | None
     source: str
     sparse_bf16_tflops: float | None = None  # the datasheet's headline, with 2:4 sparsity: NOT a peak to use
@@ -68,13 +68,17 @@ _A100_SHEET = ("https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a
                "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf")
 
 SPECS: dict[str, GPUSpec] = {
+    # L2 sizes: NVIDIA's architecture whitepapers (A100: 40 MB; H100 SXM5: 50 MB; L4, Ada: 48 MB). The H200's
+    # datasheet gives none, and its GPU reports more than the H100's 50: L2_cache_size = 62,914,560 bytes (60 MiB)
+    # on the course's H200 (torch 2.11, 2026-12-03 and 2026-12-04, tools/profile_figures.py). None here: no
+    # published figure; l2_bytes() reads the GPU's own, which is what lesson 11 uses.
     # A100 datasheet: BF16 312 TFLOPS (624 with sparsity), TF32 156 (312), FP32 19.5; 80GB SXM 2,039 GB/s.
     "A100": GPUSpec("A100 SXM4 80GB", 312, 156, 19.5, 2.039, 80, 40, 108, _A100_SHEET, 624),
     # H100 SXM: BF16 1,979 and TF32 989 TFLOPS *with sparsity* (dense: half), FP32 67; 3.35 TB/s.
     "H100": GPUSpec("H100 SXM5 80GB", 989.4, 494.7, 67, 3.35, 80, 50, 132,
                     "https://www.nvidia.com/en-us/data-center/h100/", 1979),
     # H200 SXM: the H100's compute with 141 GB of HBM3e at 4.8 TB/s.
-    "H200": GPUSpec("H200 SXM 141GB", 989.4, 494.7, 67, 4.8, 141, 50, 132,
+    "H200": GPUSpec("H200 SXM 141GB", 989.4, 494.7, 67, 4.8, 141, None, 132,
                     "https://www.nvidia.com/en-us/data-center/h200/", 1979),
     # L4: BF16 242 and TF32 120 TFLOPS with sparsity, FP32 30.3; 24 GB GDDR6 at 300 GB/s.
     "L4": GPUSpec("L4 24GB", 121, 60, 30.3, 0.3, 24, 48, 58,
@@ -102,6 +106,16 @@ def spec_for_device_name(torch_name: str) -> GPUSpec | None:
         if re.search(want, torch_name, re.I) and not re.search(avoid, torch_name, re.I):
             return SPECS[key]
     return None
+
+
+def l2_bytes(device=None) -> int | None:
+    """The L2 cache's size in bytes: the GPU's own report where there is a GPU, else None.
+
+    A spec table's figure is a published one for a part; the running GPU is the one being measured (an H200
+    reports 60 MiB where no datasheet states any)."""
+    if not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.get_device_properties(device if device is not None else 0).L2_cache_size)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,12 @@ with telling them apart:
   launch of that kernel, whichever operator launched it.
 * "annotation": a label put around many operators (`ProfilerStep#3`, `record_function("forward")`,
   `Optimizer.step#SGD.step`): its total is the time of what it wraps.
-* "runtime": the CUDA runtime on the CPU side (`cudaLaunchKernel`, `cudaDeviceSynchronize`).
+* "runtime": the CUDA runtime on the CPU side (`cudaLaunchKernel`, `cudaDeviceSynchronize`), and the
+  profiler's own host-side work.
+
+The kind comes from the event's own record (its device type, and whether `record_function` made it),
+never from its name alone: PyTorch's kernels are named like
+`void at::native::vectorized_elementwise_kernel<4, ...cos_kernel_cuda(...)::{lambda()#1}...>`.
 
 `rows(prof)` turns a profile into a list of dicts with those kinds, in microseconds: what the
 lesson 03 exercises take, and what a learner can print, sort and plot.
@@ -31,18 +36,22 @@ ROW_KEYS = ("name", "kind", "calls", "self_cpu_us", "cpu_total_us", "self_device
 
 
 def _kind(avg) -> str:
-    device_type = str(getattr(avg, "device_type", "DeviceType.CPU"))
+    """The row's kind from what the profiler recorded about the event, not from its name: PyTorch's own
+    kernels have '#' in theirs (`...cos_kernel_cuda(...)::{lambda()#1}...`), as annotations may."""
     name = avg.key
-    # first: a record_function range also appears on the GPU's timeline (device type CUDA), as a label
-    if getattr(avg, "is_user_annotation", False) or name.startswith("ProfilerStep#") or "#" in name:
+    device_type = str(getattr(avg, "device_type", "DeviceType.CPU"))
+    annotation = getattr(avg, "is_user_annotation", None)  # record_function ranges, on the CPU and the GPU
+    if annotation or name.startswith("ProfilerStep#"):
         return "annotation"
     if not device_type.endswith("CPU"):
-        return "kernel"
+        return "kernel"  # kernels, and the memcpy / memset a GPU does
     if name.startswith(("cuda", "cu")) and "::" not in name:
         return "runtime"
-    if "::" not in name:  # record_function labels without '#', e.g. "forward"
-        return "annotation"
-    return "op"
+    if "::" in name:
+        return "op"
+    # a CPU row that is neither: a record_function label on a torch without is_user_annotation, else the
+    # profiler's own work on the host ("Activity Buffer Request"), which belongs with the runtime
+    return "annotation" if annotation is None else "runtime"
 
 
 def rows(prof_or_averages) -> list[dict]:

@@ -14,9 +14,9 @@ import numpy as np
 from .hardware import Ceilings, GPUSpec, dtype_key
 
 # The smallest time one kernel launch takes, whatever it does, as the model assumes it: a round
-# 5 µs. A measured floor depends on the host (CPU, driver, load) as much as on the GPU: 3.3 to 17 µs
-# on the course's H200 hosts (docs/measured.md#launch); lesson 02 measures it. Work predicted to take
-# less is overhead-bound.
+# 5 µs. A measured floor depends on the host (CPU, driver, load) as much as on the GPU: 14 to 25 µs
+# on the H200 host of docs/measured.md#launch (2026-12-03); lesson 02 measures it. Work predicted to
+# take less is overhead-bound.
 LAUNCH_FLOOR_S = 5e-6
 OVERHEAD_FACTOR = 3.0
 

@@ -358,11 +358,23 @@ def test_paged_cases_point_dead_entries_elsewhere():
 def test_value_exercises():
     assert grade("decoding.ridge_batch", 206).status == PASSED
     assert grade("decoding.ridge_batch", 1).status == FAILED
-    tokens = 4.8e12 / (2 * LLAMA_1B.matmul_params() + kv_cache_bytes(LLAMA_1B, 1, 4096, torch.bfloat16))
-    assert grade("decoding.tokens_per_s", tokens).status == PASSED
-    assert grade("decoding.tokens_per_s", 2 * tokens).status == FAILED
-    assert grade("decoding.tokens_per_s", None).status == NOT_ATTEMPTED
-    assert 1800 < tokens < 1900
+
+
+def test_batch_for_budget_is_a_decision_and_each_wrong_one_says_why():
+    from gpuprinciples.exercises.decoding import RECORDED_SWEEP, STEP_BUDGET_S
+    assert RECORDED_SWEEP[64] <= STEP_BUDGET_S < RECORDED_SWEEP[128]  # the recorded curve decides it
+    assert grade("decoding.batch_for_budget", 64).status == PASSED
+    assert grade("decoding.batch_for_budget", 64.0).status == PASSED
+    assert grade("decoding.batch_for_budget", None).status == NOT_ATTEMPTED
+    most = grade("decoding.batch_for_budget", 256)  # the most tokens/s, ignoring the promise
+    assert most.status == FAILED and "under the promised 250" in most.reasons[0] and "5.643 ms" in most.reasons[0]
+    over = grade("decoding.batch_for_budget", 128)  # just past the budget
+    assert over.status == FAILED and "4.391 ms" in over.reasons[0]
+    safe = grade("decoding.batch_for_budget", 1)  # the fastest per user, leaving throughput unused
+    assert safe.status == FAILED and "batch 64" in safe.reasons[0] and "weights are read once" in safe.reasons[0]
+    unmeasured = grade("decoding.batch_for_budget", 100)
+    assert unmeasured.status == FAILED and "was not measured" in unmeasured.reasons[0]
+    assert "batch size" in grade("decoding.batch_for_budget", "64").reasons[0]
 
 
 def test_mha_cache_is_four_times_gqa():
@@ -388,3 +400,22 @@ def test_the_package_solutions_pass(solution_reports, exercise_id):
     assert report.status == PASSED, report.reasons
     if runtime.INTERPRETER and exercise_id != "decoding.kv_cache_bytes":
         assert report.measurements["counts"]["triton_launches"] in (1, 2)
+
+
+def test_a_prediction_is_locked_to_the_first_answer_of_a_session(monkeypatch):
+    from gpuprinciples import grading
+    monkeypatch.setattr(grading, "_PREDICTIONS", {})
+    first = grading.check("decoding.ridge_batch", 1, show=False)  # wrong, and then the measurement shows why
+    assert first.status == FAILED
+    second = grading.check("decoding.ridge_batch", 206, show=False)  # hindsight is not a prediction
+    assert second.status == FAILED
+    assert any(line.name == "prediction locked" and "your first answer this session, 1," in line.detail
+               for line in second.checks)
+    assert grading.grade("decoding.ridge_batch", 206).status == PASSED  # grade() (CLI, tests) keeps nothing
+    # an exercise that is not a prediction takes every new answer
+    assert grading.check("decoding.batch_for_budget", 1, show=False).status == FAILED
+    assert grading.check("decoding.batch_for_budget", 64, show=False).status == PASSED
+    # a first answer of None (not attempted) locks nothing
+    monkeypatch.setattr(grading, "_PREDICTIONS", {})
+    assert grading.check("decoding.ridge_batch", None, show=False).status == NOT_ATTEMPTED
+    assert grading.check("decoding.ridge_batch", 206, show=False).status == PASSED

@@ -98,3 +98,14 @@ def test_ceilings_measures_once_then_reuses(tmp_path, monkeypatch):
     assert again.measured_at > first.measured_at
     saved = json.loads(next(tmp_path.glob("ceilings-*.json")).read_text())
     assert saved["measured_at"] == again.measured_at and saved["device"] == "cpu"
+
+
+def test_l2_comes_from_the_gpu_and_the_table_only_from_a_published_sheet(monkeypatch):
+    assert hardware.SPECS["H200"].l2_mib is None  # no NVIDIA datasheet states the H200's L2
+    assert hardware.SPECS["H100"].l2_mib == 50  # the H100 whitepaper's, SXM5
+    if not torch.cuda.is_available():
+        assert hardware.l2_bytes() is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: type("Props", (), {"L2_cache_size": 62_914_560})())
+    assert hardware.l2_bytes() == 62_914_560  # what the course's H200 reported

@@ -1,6 +1,9 @@
 """Lesson 03 (profiling): reading real profiles, the generated ones, and adversarial submissions."""
 
+import json
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -40,6 +43,54 @@ def test_rows_of_a_real_cpu_profile():
     assert kinds[bottleneck(table)] == "op"
     summary = profiling.step_summary(table)
     assert summary["op_calls"] > 10 and summary["kernel_launches"] == 0
+
+
+# A profile recorded on an H200 (torch 2.11.0+cu130, 2026-12-04, tools/profile_figures.py): three steps of
+# record_function("forward") around x.cos().cos() and a bf16 matmul, as key_averages() rows with the fields
+# profiling.rows reads. PyTorch's cos kernel is named "...cos_kernel_cuda(...)::{lambda()#1}...".
+RECORDED_PROFILE = Path(__file__).parent / "fixtures" / "profiles" / "h200_torch211.json"
+
+
+def _recorded_table():
+    recorded = json.loads(RECORDED_PROFILE.read_text())
+    return profiling.rows([SimpleNamespace(**row) for row in recorded["rows"]])
+
+
+def test_a_recorded_gpu_profile_keeps_pytorchs_kernels_whose_names_hold_a_hash():
+    table = _recorded_table()
+    kernels = {r["name"]: r for r in table if r["kind"] == "kernel"}
+    cos = [name for name in kernels if "cos_kernel_cuda" in name]
+    assert len(cos) == 1 and "#" in cos[0]  # the name that a '#' rule took for an annotation
+    assert kernels[cos[0]]["calls"] == 6  # two cos per step, three steps
+    assert any(name.startswith("nvjet") for name in kernels)  # the matmul: 3 calls
+    assert profiling.step_summary(table)["kernel_launches"] == 9
+    # the record_function range has a row on each timeline: both are annotations, neither a kernel nor an op
+    forward = [r for r in table if r["name"] == "forward"]
+    assert len(forward) == 2 and {r["kind"] for r in forward} == {"annotation"}
+    kinds = {r["name"]: r["kind"] for r in table}
+    assert kinds["aten::cos"] == kinds["aten::mm"] == "op"
+    assert kinds["cudaLaunchKernel"] == kinds["cuLaunchKernelEx"] == "runtime"
+    assert kinds["Activity Buffer Request"] == "runtime"  # the profiler's own host work: not an annotation
+    # its kernel time is every kernel's: the cos launches are most of it at this size
+    summary = profiling.step_summary(table)
+    assert summary["kernel_time_us"] == pytest.approx(sum(r["self_device_us"] for r in kernels.values()))
+    assert kernels[cos[0]]["self_device_us"] > 0
+
+
+def test_a_hash_in_a_name_does_not_decide_the_kind():
+    def row(key, device, annotation):
+        return SimpleNamespace(key=key, device_type=device, is_user_annotation=annotation, count=1,
+                               self_cpu_time_total=0, cpu_time_total=0, self_device_time_total=1,
+                               device_time_total=1)
+    table = profiling.rows([row("void k<{lambda()#1}>", "DeviceType.CUDA", False),
+                            row("Optimizer.step#SGD.step", "DeviceType.CPU", True),
+                            row("Optimizer.step#SGD.step", "DeviceType.CUDA", True),
+                            row("ProfilerStep#2", "DeviceType.CPU", True)])
+    assert [r["kind"] for r in table] == ["kernel", "annotation", "annotation", "annotation"]
+    # a torch that does not say what is an annotation: a CPU label without '::' is taken for one
+    old = SimpleNamespace(key="forward", device_type="DeviceType.CPU", count=1, self_cpu_time_total=1,
+                          cpu_time_total=1, self_device_time_total=0, device_time_total=0)
+    assert profiling.rows([old])[0]["kind"] == "annotation"
 
 
 def test_plot_top_draws_one_bar_per_row():

@@ -468,6 +468,7 @@ class ValueExercise:
     compare: Callable[[Any, Any], list[str]] | None = None
     hints: tuple[str, ...] = ()
     kind: str = "value"
+    prediction: bool = False  # asked before a measurement shows the answer: check() grades the first answer given
 
 
 Exercise = FunctionExercise | ValueExercise

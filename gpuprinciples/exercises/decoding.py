@@ -1,7 +1,8 @@
 """Lesson 10, decoding: the KV cache, and inference as a memory-bound problem.
 
 * `decoding.kv_cache_bytes`: the size of a KV cache with grouped-query attention (a function, exact);
-* `decoding.tokens_per_s`: predict one sequence's decode speed from the bytes a step reads (a number);
+* `decoding.batch_for_budget`: from a measured batch sweep, the batch that serves the most within a latency
+  promise (a decision; each wrong answer says what it gets wrong);
 * `decoding.ridge_batch`: the batch at which a decode step's matmuls stop being memory-bound (a number);
 * `decoding.decode_attention`: split-KV decode attention in Triton over a contiguous cache;
 * `decoding.paged_decode_attention`: the same over a paged cache and its block table.
@@ -118,27 +119,61 @@ H200_DATASHEET_BANDWIDTH = 4.8e12  # bytes/s, NVIDIA's H200 page (hardware.SPECS
 H200_DATASHEET_BF16 = 989.4e12  # dense bf16 FLOP/s, same page
 
 
-def _tokens_per_s() -> float:
-    kv = _kv_reference(LLAMA_1B, 1, 4096, torch.bfloat16)
-    return H200_DATASHEET_BANDWIDTH / (2 * LLAMA_1B.matmul_params() + kv)
+# decoding.batch_for_budget: a decision from a measured curve. LLAMA_1B's graphed decode step, PyTorch's kernels,
+# 1024 positions cached per sequence: the batch sweep of docs/decoding-h200.md, run 2 (one NVIDIA H200, torch
+# 2.11.0+cu130, Triton 3.6.0, 2026-12-03, `tools/tune_decode.py --budget 200`), median seconds per step.
+RECORDED_SWEEP = {1: 2.579e-3, 4: 2.797e-3, 16: 3.104e-3, 64: 3.508e-3, 128: 4.391e-3, 256: 5.643e-3}
+STEP_BUDGET_S = 4e-3  # the promise: every user gets a token at least every 4 ms (250 tokens/s)
 
 
-TOKENS_PER_S = ValueExercise(
-    id="decoding.tokens_per_s",
-    title="Predict: decode tokens per second for one sequence",
-    question=(f"LLAMA_1B in bf16 reads each of its {LLAMA_1B.matmul_params():,} matmul weights (the embedding matrix "
-              "is the output head too) once per decode step, and each sequence's K and V for every cached position. "
-              "One sequence with 4096 positions cached, at the H200 datasheet's 4.8 TB/s: how many tokens per "
-              "second at most?"),
-    expected=_tokens_per_s,
-    rel_tol=0.02,
-    hints=("A step's time is at least (bytes it reads) / bandwidth; one step gives one token per sequence.",
-           "Weights: 2 bytes per parameter. KV cache: your kv_cache_bytes(LLAMA_1B, 1, 4096, torch.bfloat16).",
-           "4.8 TB/s is 4.8e12 bytes per second."),
+def _batch_for_budget() -> int:
+    return max(b for b, seconds in RECORDED_SWEEP.items() if seconds <= STEP_BUDGET_S)
+
+
+def _tokens(batch: int) -> str:
+    return f"{batch / RECORDED_SWEEP[batch]:,.0f} tokens/s"
+
+
+def _compare_batch(got, want: int) -> list[str]:
+    """A wrong batch fails with what it gets wrong: the promise, or the throughput left on the table."""
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or got != int(got):
+        return [f"answered {got!r}: the answer is a batch size, one of the measured ones {list(RECORDED_SWEEP)}"]
+    got = int(got)
+    if got not in RECORDED_SWEEP:
+        return [f"batch {got} was not measured: between two measured batches the step's time is not known, so "
+                f"choose one of {list(RECORDED_SWEEP)}"]
+    step = RECORDED_SWEEP[got]
+    if step > STEP_BUDGET_S:
+        return [f"batch {got}'s step takes {step * 1e3:.3f} ms: each user gets {1 / step:.0f} tokens/s, under the "
+                f"promised {1 / STEP_BUDGET_S:.0f}. It serves {_tokens(got)} in all, but the promise caps the step's "
+                f"time, not the total: among the batches whose step fits in {STEP_BUDGET_S * 1e3:.0f} ms, take the "
+                "largest"]
+    if got < want:
+        return [f"batch {got} keeps the promise ({step * 1e3:.3f} ms a step), and so does batch {want} "
+                f"({RECORDED_SWEEP[want] * 1e3:.3f} ms), which serves {_tokens(want)} against {_tokens(got)}. The step "
+                f"grows far more slowly than the batch ({RECORDED_SWEEP[1] * 1e3:.3f} ms at batch 1): the weights are "
+                "read once per step for every sequence, so a larger batch costs little time until the caches weigh"]
+    return []
+
+
+BATCH_FOR_BUDGET = ValueExercise(
+    id="decoding.batch_for_budget",
+    title="Decide: the batch that serves the most within a latency promise",
+    question=("A service decodes LLAMA_1B with the graphed step (PyTorch's kernels), 1024 positions cached per "
+              "sequence, and promises every user at least 250 tokens/s: a step of at most 4 ms. From the step times "
+              "measured on the course's H200 (decoding.RECORDED_SWEEP, seconds by batch), which batch serves the most "
+              "tokens per second in all while keeping the promise?"),
+    expected=_batch_for_budget,
+    compare=_compare_batch,
+    hints=("A step gives one token to every sequence of the batch: each user gets 1 / step tokens per second, "
+           "the service batch / step.",
+           "The promise is a bound on the step's time. Which measured batches meet it, and which of those serves the "
+           "most?"),
 )
 
 RIDGE_BATCH = ValueExercise(
     id="decoding.ridge_batch",
+    prediction=True,
     title="Predict: the batch at which decoding turns compute-bound",
     question=("A decode step multiplies activations x [B, K] by a bf16 weight W [K, N]: 2·B·K·N FLOPs. Count only "
               "the weight's 2·K·N bytes (the activations, B·(K + N) elements, are small while B ≪ K, N). From the "
@@ -604,4 +639,4 @@ PAGED_DECODE_ATTENTION = FunctionExercise(
     ) + DECODE_HINTS[3:],
 )
 
-EXERCISES = (KV_CACHE_BYTES, TOKENS_PER_S, RIDGE_BATCH, DECODE_ATTENTION, PAGED_DECODE_ATTENTION)
+EXERCISES = (KV_CACHE_BYTES, RIDGE_BATCH, BATCH_FOR_BUDGET, DECODE_ATTENTION, PAGED_DECODE_ATTENTION)

@@ -373,6 +373,7 @@ BIAS_GELU = FunctionExercise(
 
 NAIVE_SOFTMAX_ACCESSES = ValueExercise(
     id="fusion.naive_softmax_accesses",
+    prediction=True,
     title="Predict: memory accesses per element of a softmax written as five PyTorch operations",
     question="x.max(dim=1) -> x - max -> exp -> sum(dim=1) -> num / den, for x of M×N with N large: how many "
              "times is each element of x (or of a temporary as large as x) read or written in memory?",

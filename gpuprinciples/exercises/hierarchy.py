@@ -185,6 +185,7 @@ def _cliff_expected():
 
 L2_CLIFF = ValueExercise(
     id="hierarchy.l2_cliff",
+    prediction=True,
     title="Predict: which working set falls off the L2 cliff?",
     question=("A kernel spread over every SM reads a buffer again and again (each pass reads what another SM "
               f"read the pass before, cached in L2 only). Of the buffer sizes {', '.join(map(str, CLIFF_SIZES_MIB))} "
