@@ -1,4 +1,4 @@
-"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench, gradebook, exercises, figures.
+"""`gpuprinciples` on the command line: doctor, grade, hint, release, ceilings, bench, gradebook, exercises, figures.
 
 Exit codes of `grade` (a public contract): 0 passed, 1 not passed (failed, not attempted or an
 error in the learner's code), 2 a usage error (unknown exercise, unreadable file). Every usage error
@@ -39,20 +39,32 @@ def _doctor(args) -> int:
 
 
 def _grade(args) -> int:
-    from . import exercises
+    from . import display, exercises
     from .grading import grade
-    from .submission import SubmissionError, from_path
+    from .submission import SubmissionError, from_path, value_from_spec
+    try:
+        exercise = exercises.get(args.exercise)
+    except KeyError as exc:
+        return _usage_error(exc.args[0])
+    try:  # a value exercise's answer is a value (on the line, or a literal in a file), never run
+        answer = value_from_spec(args.submission) if exercise.kind == "value" else from_path(args.submission)
+    except SubmissionError as exc:
+        return _usage_error(str(exc))
+    report = grade(args.exercise, answer, timeout=args.timeout, shell=True)
+    args.exit_code = 0 if report.passed else 1  # main() keeps it when the reader closes the pipe
+    print(report.to_json() if args.json else display.text(report, colour=display.use_colour(sys.stdout)))
+    return 0 if report.passed else 1
+
+
+def _hint(args) -> int:
+    from . import exercises
+    from .hints import hint
     try:
         exercises.get(args.exercise)
     except KeyError as exc:
         return _usage_error(exc.args[0])
-    try:
-        submission = from_path(args.submission)
-    except SubmissionError as exc:
-        return _usage_error(str(exc))
-    report = grade(args.exercise, submission, timeout=args.timeout)
-    print(report.to_json() if args.json else report)
-    return 0 if report.passed else 1
+    hint(args.exercise)
+    return 0
 
 
 def _release(args) -> int:
@@ -76,11 +88,27 @@ def _ceilings(args) -> int:
     from . import hardware, runtime
     if not runtime.HAS_CUDA:
         c = hardware.measure_cpu_ceilings()
-        print("No GPU here: this CPU's ceilings (CPU figures, not a GPU's):")
+        print("No GPU here: this CPU's ceilings (CPU figures, not a GPU's).")
     else:
         c = hardware.ceilings(refresh=args.refresh)
-    print(json.dumps(c.as_dict() if hasattr(c, "as_dict") else c.__dict__, indent=2, default=str))
+    print(ceilings_table(c))
     return 0
+
+
+def ceilings_table(c) -> str:
+    """The measured ceilings as a table people read: what, how fast, in which unit."""
+    import time
+    rows = [("device", c.device_name, ""), ("copy bandwidth (read + write)", f"{c.copy_bandwidth / 1e9:,.1f}", "GB/s")]
+    for label, rate in (("fp32 matmul" + (", TF32 off" if c.device == "cuda" else ""), c.fp32_flops),
+                        ("fp32 matmul, TF32 on", c.tf32_flops), ("bf16 matmul", c.bf16_flops)):
+        if rate:
+            rows.append((label, f"{rate / 1e12:,.2f}", "TFLOP/s"))
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.measured_at)) if c.measured_at else "?"
+    rows.append(("measured", when + (" (quick)" if c.quick else ""), ""))
+    width = max(len(r[0]) for r in rows)
+    value_width = max(len(r[1]) for r in rows[1:-1]) if len(rows) > 2 else 0
+    return "\n".join(f"{name:<{width}}  {value:>{value_width}} {unit}".rstrip() if unit else f"{name:<{width}}  {value}"
+                     for name, value, unit in rows)
 
 
 def _bench(args) -> int:
@@ -171,14 +199,19 @@ def _parser() -> argparse.ArgumentParser:
                 " Exit code 0 when it can, 1 when its self-test found a problem.")
     p.add_argument("--json", action="store_true", help="print what it found as one JSON object")
 
-    p = command("grade", _grade, "grade FILE.py:FUNCTION against an exercise",
-                " Exit code 0 passed, 1 not passed, 2 a usage error.")
+    p = command("grade", _grade, "grade FILE.py:FUNCTION (or a value) against an exercise",
+                " Exit code 0 passed, 1 not passed, 2 a usage error. A value exercise takes a value: "
+                "`grade factory.intensity 0.083`, or FILE.py:NAME where the file assigns NAME a literal.")
     p.add_argument("exercise", help="exercise id, e.g. fusion.cos_cos (`gpuprinciples exercises` lists them)")
-    p.add_argument("submission", help="FILE.py:FUNCTION")
+    p.add_argument("submission", help="FILE.py:FUNCTION; for a value exercise a value, or FILE.py:NAME")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="seconds before the check is stopped (default: $GPUPRINCIPLES_TIMEOUT if set, "
                         "else the exercise's own limit, 60 to 300 s)")
+
+    p = command("hint", _hint, "show the next hint for an exercise (the solution after the last)",
+                " The same tiers as hint() in a notebook; GPUPRINCIPLES_HINTS=off turns them off.")
+    p.add_argument("exercise", help="exercise id, e.g. fusion.cos_cos")
 
     p = command("release", _release, "write lessons/ from solutions/",
                 " Solutions are cut out, instructor cells dropped; a lesson without a solution is removed.")
@@ -229,10 +262,11 @@ def main(argv=None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
     except BrokenPipeError:
-        # the reader stopped reading (`gpuprinciples exercises | head`): not an error. Point stdout at
-        # /dev/null so the interpreter's own flush at exit does not fail again.
+        # the reader stopped reading (`gpuprinciples grade ... | head`): not an error of ours, but the verdict
+        # stands: a failed grade still exits 1. Point stdout at /dev/null so the interpreter's own flush at
+        # exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return getattr(args, "exit_code", 0)
     return code
 
 
