@@ -139,16 +139,36 @@ def _bench(args) -> int:
 
 
 def _gradebook(args) -> int:
-    from . import gradebook
-    if not Path(args.submissions).is_dir() or not gradebook.find_notebooks(args.submissions):
-        return _usage_error(f"no SUBMISSIONS/<learner>/*.ipynb under {args.submissions}")
-    devices = None if args.gpus is None else [d for d in args.gpus.split(",") if d]
-    out = Path(args.out)
-    runs = gradebook.run_all(args.submissions, timeout=args.timeout, executed_dir=out / "executed", devices=devices,
-                             progress=lambda r: print(f"{r.learner}/{r.notebook}: {r.status}, "
-                                                      f"{len(r.reports)} checks, {r.seconds} s", flush=True))
-    for kind, path in gradebook.write(runs, out).items():
-        print(f"wrote {path}")
+    from tqdm import tqdm
+
+    from . import gradebook, intake
+    if args.jobs < 1:
+        return _usage_error(f"--jobs {args.jobs}: give at least 1")
+    found = intake.find(args.submissions)
+    try:
+        if not found.notebooks:
+            listed = "".join(f"\n  {f}: {why}" for f, why in found.skipped[:20])
+            return _usage_error(f"no learner notebooks in {args.submissions} (SUBMISSIONS/<learner>/*.ipynb, nbgrader's "
+                                f"submitted/<learner>/<assignment>/, <learner>_<lesson>.ipynb files, or a .zip of "
+                                f"these){listed}")
+        learners = len({n.learner for n in found.notebooks})
+        print(f"{len(found.notebooks)} notebooks of {learners} learners ({found.layout}); "
+              f"{len(found.skipped)} files left out" + (":" if found.skipped else "."))
+        for f, why in found.skipped:
+            print(f"  left out {f}: {why}")
+        devices = None if args.gpus is None else [d for d in args.gpus.split(",") if d]
+        out = Path(args.out)
+        with tqdm(total=len(found.notebooks), desc="notebooks", unit="notebook") as bar:
+            def finished(r):
+                bar.update(1)
+                bar.write(f"{r.learner}/{r.notebook}: {r.status}, {len(r.reports)} checks, {r.seconds} s")
+
+            runs = gradebook.run_all(args.submissions, timeout=args.timeout, executed_dir=out / "executed",
+                                     devices=devices, progress=finished, jobs=args.jobs, found=found)
+        for kind, path in gradebook.write(runs, out, found.skipped).items():
+            print(f"wrote {path}")
+    finally:
+        found.close()
     return 0
 
 
@@ -236,11 +256,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --grader: also check this submission (repeatable)")
 
     p = command("gradebook", _gradebook, "run every learner's notebooks and write a CSV and HTML gradebook")
-    p.add_argument("submissions", help="a folder of SUBMISSIONS/<learner>/*.ipynb (never modified)")
+    p.add_argument("submissions", help="a folder of SUBMISSIONS/<learner>/*.ipynb, nbgrader's submitted/ folder, a "
+                   "folder of <learner>_<lesson>.ipynb, or a .zip of one of these (never modified)")
     p.add_argument("--out", required=True, help="folder for gradebook.csv, gradebook.html, executed notebooks")
     p.add_argument("--timeout", type=int, default=600, metavar="SECONDS",
                    help="seconds each cell may run (default: 600)")
     p.add_argument("--gpus", default=None, help="comma-separated GPU ids, one worker each (default: all visible)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="notebooks run at once (default: 1); without a GPU, N processes; with GPUs, at most one "
+                        "notebook per GPU, never two timing on one GPU")
 
     p = command("exercises", _exercises, "list every exercise and what it grades with and without a GPU")
     p.add_argument("--markdown", action="store_true", help="one Markdown table")
