@@ -25,8 +25,7 @@ if "PYTEST_XDIST_WORKER" not in os.environ:  # the main process: xdist's workers
 # say what tests/lesson_branches.py lists (nbval itself compares no outputs of these cells).
 def _lesson_branches():
     import importlib.util
-    from pathlib import Path
-    spec = importlib.util.spec_from_file_location("lesson_branches", Path(__file__).parent / "tests" / "lesson_branches.py")
+    spec = importlib.util.spec_from_file_location("lesson_branches", _ROOT / "tests" / "lesson_branches.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -148,9 +148,9 @@ def _gradebook(args) -> int:
     try:
         if not found.notebooks:
             listed = "".join(f"\n  {f}: {why}" for f, why in found.skipped[:20])
-            return _usage_error(f"no learner notebooks in {args.submissions} (SUBMISSIONS/<learner>/*.ipynb, nbgrader's "
-                                f"submitted/<learner>/<assignment>/, <learner>_<lesson>.ipynb files, or a .zip of "
-                                f"these){listed}")
+            return _usage_error(f"no learner notebooks in {args.submissions} (SUBMISSIONS/<learner>/*.ipynb, "
+                                f"nbgrader's submitted/<learner>/<assignment>/, <learner>_<lesson>.ipynb files, "
+                                f"or a .zip of these){listed}")
         learners = len({n.learner for n in found.notebooks})
         print(f"{len(found.notebooks)} notebooks of {learners} learners ({found.layout}); "
               f"{len(found.skipped)} files left out" + (":" if found.skipped else "."))

@@ -169,7 +169,8 @@ def html(report) -> str:
         report=report, word=word, mode=_mode_line(report), reasons=_loose_reasons(report),
         rows=[(ROW_WORD[r.passed], r.name, r.detail) for r in report.checks],
         measurements=measurement_rows(report), printed=report.output[-3000:] if report.output.strip() else "",
-        hint=getattr(report, "hint", ""), colour=(lambda w: _COLOUR.get(w, "inherit")) if coloured else (lambda w: "inherit"))
+        hint=getattr(report, "hint", ""),
+        colour=(lambda w: _COLOUR.get(w, "inherit")) if coloured else (lambda w: "inherit"))
 
 
 def show(report) -> None:

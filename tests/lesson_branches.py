@@ -18,7 +18,8 @@ NO_GPU = "No GPU here: nothing is timed."
 BRANCHES: list[tuple[str, str, str | None]] = [
     ("02-three-bounds", "last = knee(batches, mlp_times)", "write knee() above, then run this cell again"),
     ("02-three-bounds", "mlp_tail(xs, ws, bs)", "write mlp_tail() above, then run this cell again"),
-    ("03-profiling", "top_before = describe_bottleneck(step_table)", "write bottleneck() above, then run this cell again"),
+    ("03-profiling", "top_before = describe_bottleneck(step_table)",
+     "write bottleneck() above, then run this cell again"),
     ("03-profiling", 'check("profiling.tensor_cores", tensor_core_kernels)', "not attempted yet"),
     ("03-profiling", "prof_after = profile_step(sgd_momentum)", "write sgd_momentum() above, then run this cell again"),
     ("04-mixed-precision", "if not from_function(amp_step).is_stub:", f"amp_step {NOT_WRITTEN}"),
@@ -45,7 +46,8 @@ BRANCHES: list[tuple[str, str, str | None]] = [
     ("10-decoding", "if runtime.HAS_CUDA and written(decode_attention):", NO_GPU),
     ("10-decoding", "if runtime.HAS_CUDA and written(paged_decode_attention):", NO_GPU),
     # unsolved, the table is drawn with the package's occupancy function: the same words either way
-    ("11-memory-hierarchy", "mine = occupancy_warps if written(occupancy_warps) else occupancy.resident_warps", "warps/SM"),
+    ("11-memory-hierarchy", "mine = occupancy_warps if written(occupancy_warps) else occupancy.resident_warps",
+     "warps/SM"),
     ("11-memory-hierarchy", 'def padded(rows, cols, row, device="cuda"):', f"matmul {NOT_WRITTEN}"),
 ]
 

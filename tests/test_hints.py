@@ -95,8 +95,9 @@ def test_a_pytest_run_of_notebooks_leaves_the_learners_hint_state_alone(tmp_path
 
 def test_every_report_that_did_not_pass_offers_the_next_hint(cache):
     failed = check("factory.intensity", 0.5, show=False)
+    tiers = len(exercises.get("factory.intensity").hints)
     assert failed.hint == 'Stuck? Run hint("factory.intensity") in a cell (from gpuprinciples import hint) ' \
-                          f'for hint 1 of {len(exercises.get("factory.intensity").hints)}, then the solution after the last.'
+                          f'for hint 1 of {tiers}, then the solution after the last.'
     assert failed.hint in str(failed) and failed.to_dict()["hint"] == failed.hint
     for _ in exercises.get("factory.intensity").hints:
         hints.reveal("factory.intensity")

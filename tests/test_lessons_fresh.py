@@ -41,8 +41,8 @@ def test_every_unsolved_branch_of_every_lesson_is_listed_with_its_words():
         for index, cell in enumerate(cells):
             listed = b.expected(path.stem, cell.source)
             if b.is_branch(cell.source):
-                assert listed, f"lessons/{path.name}: a branch on an unsolved exercise is not in lesson_branches.py:\n" \
-                               f"{cell.source[:300]}"
+                assert listed, f"lessons/{path.name}: a branch on an unsolved exercise is not listed in " \
+                               f"lesson_branches.py:\n{cell.source[:300]}"
             if not listed:
                 continue
             marker, words = listed
