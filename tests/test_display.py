@@ -95,3 +95,13 @@ def test_a_report_that_did_not_pass_ends_with_the_hint_offer():
     r = sample()
     assert str(r).splitlines()[-1] == r.hint
     assert "gp-hint" in r._repr_html_() and 'hint(&#34;fusion.cos_cos&#34;)' in r._repr_html_()
+
+
+def test_a_tolerance_never_reads_off_by_more_than_0_percent():
+    from gpuprinciples.exercises import compare_values
+    assert compare_values(0.5, 1.0, 0.02) == ["answered 0.5; off by more than 2% (the tolerance)"]
+    assert compare_values(0.5, 1.0, 0.001) == ["answered 0.5; off by more than 0.1% (the tolerance)"]
+    assert compare_values(0.5, 1.0, 0.025) == ["answered 0.5; off by more than 2.5% (the tolerance)"]
+    (exact,) = compare_values(15, 16, 0.0)
+    assert "0%" not in exact and "exact" in exact
+    assert compare_values(16, 16, 0.0) == []
