@@ -1,4 +1,4 @@
-"""`gpuprinciples` on the command line: doctor, grade, release, ceilings, bench, gradebook, exercises, figures.
+"""`gpuprinciples` on the command line: doctor, grade, hint, release, ceilings, bench, gradebook, exercises, figures.
 
 Exit codes of `grade` (a public contract): 0 passed, 1 not passed (failed, not attempted or an
 error in the learner's code), 2 a usage error (unknown exercise, unreadable file). Every usage error
@@ -39,20 +39,32 @@ def _doctor(args) -> int:
 
 
 def _grade(args) -> int:
-    from . import exercises
+    from . import display, exercises
     from .grading import grade
-    from .submission import SubmissionError, from_path
+    from .submission import SubmissionError, from_path, value_from_spec
+    try:
+        exercise = exercises.get(args.exercise)
+    except KeyError as exc:
+        return _usage_error(exc.args[0])
+    try:  # a value exercise's answer is a value (on the line, or a literal in a file), never run
+        answer = value_from_spec(args.submission) if exercise.kind == "value" else from_path(args.submission)
+    except SubmissionError as exc:
+        return _usage_error(str(exc))
+    report = grade(args.exercise, answer, timeout=args.timeout, shell=True)
+    args.exit_code = 0 if report.passed else 1  # main() keeps it when the reader closes the pipe
+    print(report.to_json() if args.json else display.text(report, colour=display.use_colour(sys.stdout)))
+    return 0 if report.passed else 1
+
+
+def _hint(args) -> int:
+    from . import exercises
+    from .hints import hint
     try:
         exercises.get(args.exercise)
     except KeyError as exc:
         return _usage_error(exc.args[0])
-    try:
-        submission = from_path(args.submission)
-    except SubmissionError as exc:
-        return _usage_error(str(exc))
-    report = grade(args.exercise, submission, timeout=args.timeout)
-    print(report.to_json() if args.json else report)
-    return 0 if report.passed else 1
+    hint(args.exercise)
+    return 0
 
 
 def _release(args) -> int:
@@ -76,11 +88,27 @@ def _ceilings(args) -> int:
     from . import hardware, runtime
     if not runtime.HAS_CUDA:
         c = hardware.measure_cpu_ceilings()
-        print("No GPU here: this CPU's ceilings (CPU figures, not a GPU's):")
+        print("No GPU here: this CPU's ceilings (CPU figures, not a GPU's).")
     else:
         c = hardware.ceilings(refresh=args.refresh)
-    print(json.dumps(c.as_dict() if hasattr(c, "as_dict") else c.__dict__, indent=2, default=str))
+    print(ceilings_table(c))
     return 0
+
+
+def ceilings_table(c) -> str:
+    """The measured ceilings as a table people read: what, how fast, in which unit."""
+    import time
+    rows = [("device", c.device_name, ""), ("copy bandwidth (read + write)", f"{c.copy_bandwidth / 1e9:,.1f}", "GB/s")]
+    for label, rate in (("fp32 matmul" + (", TF32 off" if c.device == "cuda" else ""), c.fp32_flops),
+                        ("fp32 matmul, TF32 on", c.tf32_flops), ("bf16 matmul", c.bf16_flops)):
+        if rate:
+            rows.append((label, f"{rate / 1e12:,.2f}", "TFLOP/s"))
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.measured_at)) if c.measured_at else "?"
+    rows.append(("measured", when + (" (quick)" if c.quick else ""), ""))
+    width = max(len(r[0]) for r in rows)
+    value_width = max(len(r[1]) for r in rows[1:-1]) if len(rows) > 2 else 0
+    return "\n".join(f"{name:<{width}}  {value:>{value_width}} {unit}".rstrip() if unit else f"{name:<{width}}  {value}"
+                     for name, value, unit in rows)
 
 
 def _bench(args) -> int:
@@ -111,16 +139,36 @@ def _bench(args) -> int:
 
 
 def _gradebook(args) -> int:
-    from . import gradebook
-    if not Path(args.submissions).is_dir() or not gradebook.find_notebooks(args.submissions):
-        return _usage_error(f"no SUBMISSIONS/<learner>/*.ipynb under {args.submissions}")
-    devices = None if args.gpus is None else [d for d in args.gpus.split(",") if d]
-    out = Path(args.out)
-    runs = gradebook.run_all(args.submissions, timeout=args.timeout, executed_dir=out / "executed", devices=devices,
-                             progress=lambda r: print(f"{r.learner}/{r.notebook}: {r.status}, "
-                                                      f"{len(r.reports)} checks, {r.seconds} s", flush=True))
-    for kind, path in gradebook.write(runs, out).items():
-        print(f"wrote {path}")
+    from tqdm import tqdm
+
+    from . import gradebook, intake
+    if args.jobs < 1:
+        return _usage_error(f"--jobs {args.jobs}: give at least 1")
+    found = intake.find(args.submissions)
+    try:
+        if not found.notebooks:
+            listed = "".join(f"\n  {f}: {why}" for f, why in found.skipped[:20])
+            return _usage_error(f"no learner notebooks in {args.submissions} (SUBMISSIONS/<learner>/*.ipynb, "
+                                f"nbgrader's submitted/<learner>/<assignment>/, <learner>_<lesson>.ipynb files, "
+                                f"or a .zip of these){listed}")
+        learners = len({n.learner for n in found.notebooks})
+        print(f"{len(found.notebooks)} notebooks of {learners} learners ({found.layout}); "
+              f"{len(found.skipped)} files left out" + (":" if found.skipped else "."))
+        for f, why in found.skipped:
+            print(f"  left out {f}: {why}")
+        devices = None if args.gpus is None else [d for d in args.gpus.split(",") if d]
+        out = Path(args.out)
+        with tqdm(total=len(found.notebooks), desc="notebooks", unit="notebook") as bar:
+            def finished(r):
+                bar.update(1)
+                bar.write(f"{r.learner}/{r.notebook}: {r.status}, {len(r.reports)} checks, {r.seconds} s")
+
+            runs = gradebook.run_all(args.submissions, timeout=args.timeout, executed_dir=out / "executed",
+                                     devices=devices, progress=finished, jobs=args.jobs, found=found)
+        for kind, path in gradebook.write(runs, out, found.skipped).items():
+            print(f"wrote {path}")
+    finally:
+        found.close()
     return 0
 
 
@@ -171,14 +219,19 @@ def _parser() -> argparse.ArgumentParser:
                 " Exit code 0 when it can, 1 when its self-test found a problem.")
     p.add_argument("--json", action="store_true", help="print what it found as one JSON object")
 
-    p = command("grade", _grade, "grade FILE.py:FUNCTION against an exercise",
-                " Exit code 0 passed, 1 not passed, 2 a usage error.")
+    p = command("grade", _grade, "grade FILE.py:FUNCTION (or a value) against an exercise",
+                " Exit code 0 passed, 1 not passed, 2 a usage error. A value exercise takes a value: "
+                "`grade factory.intensity 0.083`, or FILE.py:NAME where the file assigns NAME a literal.")
     p.add_argument("exercise", help="exercise id, e.g. fusion.cos_cos (`gpuprinciples exercises` lists them)")
-    p.add_argument("submission", help="FILE.py:FUNCTION")
+    p.add_argument("submission", help="FILE.py:FUNCTION; for a value exercise a value, or FILE.py:NAME")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="seconds before the check is stopped (default: $GPUPRINCIPLES_TIMEOUT if set, "
                         "else the exercise's own limit, 60 to 300 s)")
+
+    p = command("hint", _hint, "show the next hint for an exercise (the solution after the last)",
+                " The same tiers as hint() in a notebook; GPUPRINCIPLES_HINTS=off turns them off.")
+    p.add_argument("exercise", help="exercise id, e.g. fusion.cos_cos")
 
     p = command("release", _release, "write lessons/ from solutions/",
                 " Solutions are cut out, instructor cells dropped; a lesson without a solution is removed.")
@@ -203,11 +256,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="with --grader: also check this submission (repeatable)")
 
     p = command("gradebook", _gradebook, "run every learner's notebooks and write a CSV and HTML gradebook")
-    p.add_argument("submissions", help="a folder of SUBMISSIONS/<learner>/*.ipynb (never modified)")
+    p.add_argument("submissions", help="a folder of SUBMISSIONS/<learner>/*.ipynb, nbgrader's submitted/ folder, a "
+                   "folder of <learner>_<lesson>.ipynb, or a .zip of one of these (never modified)")
     p.add_argument("--out", required=True, help="folder for gradebook.csv, gradebook.html, executed notebooks")
     p.add_argument("--timeout", type=int, default=600, metavar="SECONDS",
                    help="seconds each cell may run (default: 600)")
     p.add_argument("--gpus", default=None, help="comma-separated GPU ids, one worker each (default: all visible)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="notebooks run at once (default: 1); without a GPU, N processes; with GPUs, at most one "
+                        "notebook per GPU, never two timing on one GPU")
 
     p = command("exercises", _exercises, "list every exercise and what it grades with and without a GPU")
     p.add_argument("--markdown", action="store_true", help="one Markdown table")
@@ -229,10 +286,11 @@ def main(argv=None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is caught below
     except BrokenPipeError:
-        # the reader stopped reading (`gpuprinciples exercises | head`): not an error. Point stdout at
-        # /dev/null so the interpreter's own flush at exit does not fail again.
+        # the reader stopped reading (`gpuprinciples grade ... | head`): not an error of ours, but the verdict
+        # stands: a failed grade still exits 1. Point stdout at /dev/null so the interpreter's own flush at
+        # exit does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return getattr(args, "exit_code", 0)
     return code
 
 

@@ -149,21 +149,14 @@ def _tail(path: str, lines: int = 30) -> str:
 
 
 def is_rank_or_launcher(pid: int) -> bool:
-    """True for a torchrun launcher, a rank it started, or a grading rank (reads /proc/PID/cmdline)."""
+    """True for a torchrun launcher, a rank it started, or a grading rank: psutil reads the process's command
+    line and environment wherever the course runs (False for a process that is gone or not ours to read)."""
+    import psutil
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        proc = psutil.Process(pid)
+        return "torch.distributed.run" in " ".join(proc.cmdline()) or RESULTS_ENV in proc.environ()
+    except psutil.Error:
         return False
-    return "torch.distributed.run" in cmdline or RESULTS_ENV in _environ(pid)
-
-
-def _environ(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def kill_tree(proc: subprocess.Popen, grace: float = 3.0) -> None:

@@ -1,6 +1,8 @@
 """The instructor's gradebook: run every learner's notebooks, collect every check, write CSV and HTML.
 
-Layout: `SUBMISSIONS/<learner>/*.ipynb`. Each notebook is copied (with its learner's folder) to a
+Layouts (intake.py): `SUBMISSIONS/<learner>/*.ipynb`, nbgrader's `submitted/<learner>/<assignment>/`,
+one folder of `<learner>_<lesson>.ipynb`, or any of these zipped by an LMS; every file left out is listed
+with the reason, on the page and by the CLI. Each notebook is copied (with its learner's folder) to a
 temporary directory and executed there with nbclient (`notebooks.execute`, errors allowed, a time
 limit per cell), so submissions are never touched. The kernel runs with
 `GPUPRINCIPLES_REPORT_LOG=<file>`: every `check()` appends its Report there as one JSON line
@@ -8,7 +10,8 @@ limit per cell), so submissions are never touched. The kernel runs with
 grader draws fresh secret-seeded inputs on every run.
 
 With several GPUs visible, one worker per GPU (its `CUDA_VISIBLE_DEVICES` set to that GPU), so no
-two notebooks share a GPU and timings are not disturbed; with one GPU or none, one at a time.
+two notebooks share a GPU and timings are not disturbed; without a GPU, `jobs` worker processes.
+The page is rendered from templates/gradebook.html.j2 (jinja2 escapes every value).
 
 Trust: the log is written by the kernel that runs the learner's code, so a learner who sets out to
 forge it can. The gradebook guards against mistakes, not against a determined cheat.
@@ -17,7 +20,6 @@ forge it can. The gradebook guards against mistakes, not against a determined ch
 from __future__ import annotations
 
 import csv
-import html
 import json
 import os
 import re
@@ -27,6 +29,8 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from . import intake
 
 LOG_ENV = "GPUPRINCIPLES_REPORT_LOG"
 NOT_CHECKED = "not checked"
@@ -61,25 +65,34 @@ class Run:
 
 
 def find_notebooks(submissions) -> list[tuple[str, Path]]:
-    """(learner, notebook) for every SUBMISSIONS/<learner>/*.ipynb, sorted."""
-    root = Path(submissions)
-    return [(d.name, nb) for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-            for nb in sorted(d.glob("*.ipynb"))]
+    """(learner, notebook) for every notebook of the class, in any layout intake.py knows, sorted."""
+    found = intake.find(submissions)
+    try:
+        return [(n.learner, n.path) for n in found.notebooks]
+    finally:
+        found.close()
 
 
-def run_notebook(learner: str, notebook: Path, *, timeout: int = 600, executed_dir=None, device: str | None = None
-                 ) -> Run:
-    """Execute a copy of one notebook in a fresh kernel and collect what its checks reported."""
+def run_notebook(learner: str, notebook: Path, *, timeout: int = 600, executed_dir=None, device: str | None = None,
+                 label: str | None = None, folder: Path | None | bool = True) -> Run:
+    """Execute a copy of one notebook in a fresh kernel and collect what its checks reported.
+    `folder`: what is copied beside it (default its own folder; None: the notebook alone)."""
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     from . import notebooks
 
     notebook = Path(notebook)
-    run = Run(learner, notebook.name, expected=_checked_ids(notebook), device=device or "")
+    label = label or notebook.name
+    run = Run(learner, label, expected=_checked_ids(notebook), device=device or "")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpuprinciples-gradebook-") as tmp:
         copy = Path(tmp) / "work"
-        shutil.copytree(notebook.parent, copy, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        if folder is None:  # one file of a folder of every learner's files: the notebook alone
+            copy.mkdir()
+            shutil.copy2(notebook, copy / notebook.name)
+        else:
+            shutil.copytree(notebook.parent if folder is True else folder, copy,
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         log = Path(tmp) / "reports.jsonl"
         env = {LOG_ENV: str(log), "GPUPRINCIPLES_HINTS": "off"}
         if device is not None:
@@ -101,7 +114,7 @@ def run_notebook(learner: str, notebook: Path, *, timeout: int = 600, executed_d
                 f"{type(exc).__name__}: {exc} (in {Path(where.filename).name}:{where.lineno})"]
         finally:
             if executed_dir is not None:  # what ran, also when the run stopped part-way
-                out = Path(executed_dir) / learner / notebook.name
+                out = Path(executed_dir) / learner / label
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(notebooks.dumps(nb), encoding="utf-8")
             for key, value in saved.items():
@@ -169,38 +182,48 @@ def _claim_device(devices) -> None:
     _WORKER_DEVICE = devices.get()
 
 
-def _run_in_worker(learner, notebook, timeout, executed_dir) -> Run:
-    return run_notebook(learner, notebook, timeout=timeout, executed_dir=executed_dir, device=_WORKER_DEVICE)
+def _run_in_worker(notebook: intake.Notebook, timeout, executed_dir) -> Run:
+    return run_notebook(notebook.learner, notebook.path, timeout=timeout, executed_dir=executed_dir,
+                        device=_WORKER_DEVICE, label=notebook.label, folder=notebook.folder)
 
 
 def run_all(submissions, *, timeout: int = 600, executed_dir=None, devices: list[str] | None = None,
-            progress=None) -> list[Run]:
-    """Execute every notebook: in parallel with one worker per device when there are several."""
-    jobs = find_notebooks(submissions)
-    devices = visible_gpus() if devices is None else devices
-    if len(devices) <= 1:
-        runs = []
-        for learner, nb in jobs:
-            runs.append(run_notebook(learner, nb, timeout=timeout, executed_dir=executed_dir,
-                                     device=devices[0] if devices else None))
-            if progress:
-                progress(runs[-1])
+            progress=None, jobs: int = 1, found: intake.Intake | None = None) -> list[Run]:
+    """Execute every notebook, in the order found. With GPUs: one worker per GPU (at most `jobs` of them when
+    more than one is asked for), each holding its GPU for good, so no two notebooks time on one GPU at once.
+    Without a GPU: `jobs` worker processes. `progress(run)` is called as each notebook finishes."""
+    own = found is None
+    found = intake.find(submissions) if own else found
+    try:
+        work = list(found.notebooks)
+        devices = visible_gpus() if devices is None else devices
+        workers = (min(len(devices), jobs) if jobs > 1 else len(devices)) if devices else max(1, jobs)
+        if workers <= 1:
+            runs = []
+            for nb in work:
+                runs.append(run_notebook(nb.learner, nb.path, timeout=timeout, executed_dir=executed_dir,
+                                         device=devices[0] if devices else None, label=nb.label, folder=nb.folder))
+                if progress:
+                    progress(runs[-1])
+            return runs
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        context = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
+        queue = context.Queue()
+        for device in devices[:workers] or [None] * workers:
+            queue.put(device)
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_claim_device,
+                                 initargs=(queue,)) as pool:
+            futures = {pool.submit(_run_in_worker, nb, timeout, executed_dir): i for i, nb in enumerate(work)}
+            runs: list[Run | None] = [None] * len(work)
+            for future in as_completed(futures):
+                runs[futures[future]] = future.result()
+                if progress:
+                    progress(runs[futures[future]])
         return runs
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-    context = multiprocessing.get_context("spawn")  # never fork a process that may hold CUDA
-    queue = context.Queue()
-    for device in devices:
-        queue.put(device)
-    with ProcessPoolExecutor(len(devices), mp_context=context, initializer=_claim_device,
-                             initargs=(queue,)) as pool:
-        futures = [pool.submit(_run_in_worker, learner, nb, timeout, executed_dir) for learner, nb in jobs]
-        runs = []
-        for future in futures:
-            runs.append(future.result())
-            if progress:
-                progress(runs[-1])
-    return runs
+    finally:
+        if own:
+            found.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,74 +287,105 @@ CSV_FIELDS = ["learner", "exercise", "status", "passed", "mode", "notebook", "ti
               "reasons"]
 
 
-def write(runs: list[Run], out) -> dict[str, Path]:
-    """gradebook.csv, gradebook.html and gradebook.json (every run and report) in `out`."""
+def write(runs: list[Run], out, skipped: list[tuple[str, str]] = ()) -> dict[str, Path]:
+    """gradebook.csv, gradebook.html, gradebook.json (every run and report) and skipped.csv (the files of the
+    submissions left out, with why: intake.py) in `out`."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rows = rows_of(runs)
-    paths = {"csv": out / "gradebook.csv", "html": out / "gradebook.html", "json": out / "gradebook.json"}
+    paths = {"csv": out / "gradebook.csv", "html": out / "gradebook.html", "json": out / "gradebook.json",
+             "skipped": out / "skipped.csv"}
     with open(paths["csv"], "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, CSV_FIELDS)
         writer.writeheader()
         for row in rows:
             writer.writerow({**asdict(row), "passed": row.passed})
-    paths["html"].write_text(render_html(runs, rows), encoding="utf-8")
+    paths["html"].write_text(render_html(runs, rows, skipped), encoding="utf-8")
     paths["json"].write_text(json.dumps([asdict(r) for r in runs], indent=1, default=str), encoding="utf-8")
+    with open(paths["skipped"], "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["file", "why"])
+        writer.writerows(skipped)
     return paths
 
 
-_MARK = {"passed": "✅", "failed": "❌", "error": "⚠️", "not attempted": "·", NOT_CHECKED: "–"}
+# a row's status, in the words a report uses (display.py)
+WORD = {"passed": "PASSED", "failed": "FAILED", "error": "ERROR", "not attempted": "NOT ATTEMPTED",
+        NOT_CHECKED: "NOT CHECKED"}
+SHORT_REASON = 160  # characters of a reason shown before "more"
 
 
-def render_html(runs: list[Run], rows: list[Row]) -> str:
-    e = lambda v: html.escape(str(v))  # noqa: E731
+def _short(text: str) -> str:
+    return text if len(text) <= SHORT_REASON else text[:SHORT_REASON].rsplit(" ", 1)[0] + " …"
+
+
+def class_plot_svg(rows: list[Row]) -> str:
+    """Each learner's speedup per exercise (GPU), else bytes moved ÷ minimum (CPU counts), as an inline SVG;
+    "" when no row has either."""
+    first_speedup = {(r.learner, r.exercise): float(re.search(r"([\d.]+)×", r.speedups).group(1))
+                     for r in rows if r.passed and re.search(r"([\d.]+)×", r.speedups)}
+    if first_speedup:
+        values, label = first_speedup, "speedup over the first baseline (×, GPU timing)"
+    else:
+        values = {(r.learner, r.exercise): r.bytes_ratio for r in rows if r.passed and r.bytes_ratio is not None}
+        label = "bytes moved ÷ the minimum (counted, no GPU: lower is better)"
+    if not values:
+        return ""
+    import io
+
+    import matplotlib
+    from matplotlib.figure import Figure
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, small
+    exercises = list(dict.fromkeys(x for _, x in values))
+    learners = sorted({who for who, _ in values})
+    fig = Figure(figsize=(max(5.0, 1.2 * len(exercises) + 2), 3.2))
+    ax = fig.subplots()
+    width = 0.8 / len(learners)
+    for k, learner in enumerate(learners):
+        xs = [i + k * width for i, x in enumerate(exercises) if (learner, x) in values]
+        ys = [values[(learner, x)] for x in exercises if (learner, x) in values]
+        ax.bar(xs, ys, width, label=learner)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(exercises))], exercises, rotation=20, ha="right")
+    ax.set_ylabel(label, fontsize=8)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.legend(fontsize=7, ncols=min(len(learners), 6))
+    fig.tight_layout()
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg")
+    return buffer.getvalue()[buffer.getvalue().index("<svg"):]
+
+
+def render_html(runs: list[Run], rows: list[Row], skipped: list[tuple[str, str]] = ()) -> str:
+    from .display import template
     learners = sorted({r.learner for r in rows} | {r.learner for r in runs})
     exercises = list(dict.fromkeys(r.exercise for r in rows))
     cell = {(r.learner, r.exercise): r for r in rows}
-    modes = sorted({r.mode for r in rows if r.mode})
-    parts = [
-        "<!doctype html><meta charset='utf-8'><title>gpuprinciples gradebook</title>",
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}th{background:#f3f3f3}</style>",
-        f"<h1>Gradebook</h1><p>{len(learners)} learners, {len(runs)} notebooks, {len(exercises)} exercises; "
-        f"graded in mode: {e(', '.join(modes) or '?')} (gpu: timed on a GPU; cpu: Triton interpreter, bytes "
-        "and launches counted, no speed claimed). Every run drew fresh secret-seeded inputs.</p>",
-        "<h2>Pass / fail</h2><table><tr><th>learner</th><th>passed</th>"
-        + "".join(f"<th>{e(x)}</th>" for x in exercises) + "</tr>"]
+    table = []
     for learner in learners:
-        mine = [cell[(learner, x)] for x in exercises if (learner, x) in cell]
-        tds = "".join(
-            f"<td title='{e(r.status)}'>{_MARK.get(r.status, '?')}"
-            + (f" {r.speedups.split(';')[0].split(' [')[0]}" if r.speedups else "") + "</td>"
-            for r in mine)
-        parts.append(f"<tr><td>{e(learner)}</td><td>{sum(r.passed for r in mine)}/{len(mine)}</td>{tds}</tr>")
-    parts.append("</table><p>✅ passed · ❌ failed · ⚠️ error · '·' not attempted · – not checked "
-                 "(no check ran: deleted, or an earlier error)</p>")
-
-    parts.append("<h2>Leaderboards</h2>")
+        mine = [cell.get((learner, x)) for x in exercises]
+        table.append({"learner": learner, "passed": sum(bool(r and r.passed) for r in mine),
+                      "of": sum(r is not None for r in mine),
+                      "cells": [(WORD.get(r.status, r.status.upper()), r.status,
+                                 r.speedups.split(";")[0].split(" [")[0] if r.speedups else "") if r else None
+                                for r in mine]})
+    boards = []
     for x in exercises:
         what, board = leaderboard(rows, x)
         if board:
-            items = "".join(f"<tr><td>{i}</td><td>{e(r.learner)}</td>"
-                            f"<td>{e(r.time_ms if r.time_ms is not None else r.bytes_ratio)}</td>"
-                            f"<td>{e(r.speedups)}</td></tr>" for i, r in enumerate(board, 1))
-            parts.append(f"<h3>{e(x)}</h3><table><tr><th>#</th><th>learner</th><th>{e(what)}</th>"
-                         f"<th>speedup [95% interval]</th></tr>{items}</table>")
-
-    parts.append("<h2>What failed, and why</h2>")
+            boards.append((x, what, board))
+    failures = {}
     for learner in learners:
-        items = [f"<li><b>{e(r.exercise)}</b> ({e(r.status)}): {e(r.reasons or 'no check ran')}</li>"
+        items = [(r.exercise, WORD.get(r.status, r.status), _short(r.reasons or "no check ran"), r.reasons)
                  for r in rows if r.learner == learner and not r.passed]
-        items += [f"<li>{e(run.notebook)} — {e(run.status)}: {e(err)}</li>"
-                  for run in runs if run.learner == learner for err in run.errors]
+        items += [(run.notebook, run.status, _short(err), err) for run in runs if run.learner == learner
+                  for err in run.errors]
         if items:
-            parts.append(f"<h3>{e(learner)}</h3><ul>{''.join(items)}</ul>")
-    parts.append("<h2>Runs</h2><table><tr><th>learner</th><th>notebook</th><th>status</th><th>checks</th>"
-                 "<th>seconds</th><th>GPU</th></tr>" + "".join(
-                     f"<tr><td>{e(r.learner)}</td><td>{e(r.notebook)}</td><td>{e(r.status)}</td>"
-                     f"<td>{len(r.reports)}</td><td>{r.seconds}</td><td>{e(r.device or '-')}</td></tr>" for r in runs)
-                 + "</table>")
-    return "\n".join(parts) + "\n"
+            failures[learner] = items
+    from markupsafe import Markup
+    return template("gradebook.html.j2").render(
+        learners=learners, runs=runs, exercises=exercises, table=table, boards=boards, failures=failures,
+        skipped=list(skipped), modes=", ".join(sorted({r.mode for r in rows if r.mode})) or "?",
+        plot=Markup(class_plot_svg(rows)))
 
 
 # ---------------------------------------------------------------------------------------------

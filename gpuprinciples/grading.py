@@ -49,12 +49,14 @@ def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
     """Grade and, in a notebook, show the report. Never raises for a learner's mistake."""
     from .progress import ticking
     answer, changed = _locked(exercise_id, answer)
-    with ticking(f"grading {exercise_id}", enabled=show):  # a check takes seconds: show it is working
+    # a check takes seconds: show it is working, and clear the line before the verdict
+    with ticking(f"grading {exercise_id}", enabled=show, leave=False):
         report = grade(exercise_id, answer, timeout=timeout, seed=seed)
     if changed is not None:
-        report.checks.append(CheckLine("prediction locked", None, (
-            f"your first answer this session, {answer!r}, is the one graded, not {changed!r}: a prediction is made "
-            "once, before the measurement that follows shows the answer (restart the kernel to predict afresh)")))
+        report.notes.append(
+            f"Prediction locked: your first answer this session, {answer!r}, is the one graded, not {changed!r}: a "
+            "prediction is made once, before the measurement that follows shows the answer (restart the kernel to "
+            "predict afresh).")
     try:  # the instructor's gradebook log ($GPUPRINCIPLES_REPORT_LOG) and the hint tiers; never fatal
         from . import gradebook, hints
         gradebook.log_report(report)
@@ -88,7 +90,9 @@ def _locked(exercise_id: str, answer):
     return (answer, None) if same else (first, answer)
 
 
-def grade(exercise_id: str, answer, *, timeout: float | None = None, seed: int | None = None) -> Report:
+def grade(exercise_id: str, answer, *, timeout: float | None = None, seed: int | None = None,
+          shell: bool = False) -> Report:
+    """`shell=True`: the report's advice names the command line's ways (`--timeout`, `gpuprinciples hint`)."""
     started = time.monotonic()
     try:
         exercise = get_exercise(exercise_id)
@@ -106,12 +110,15 @@ def grade(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
         if isinstance(exercise, ValueExercise):
             _grade_value(exercise, answer, report)
         else:
-            _grade_function(exercise, answer, report, timeout=timeout, seed=seed)
+            _grade_function(exercise, answer, report, timeout=timeout, seed=seed, shell=shell)
     except Exception as exc:  # noqa: BLE001 - a grader bug must not take the notebook down
         report.status = ERROR
         report.reasons.append(f"the grader itself failed ({type(exc).__name__}: {exc}); "
                               "this is a bug in gpuprinciples, not in your answer")
     report.duration_s = round(time.monotonic() - started, 3)
+    if not report.passed:
+        from .hints import offer
+        report.hint = offer(exercise.id, shell=shell)
     return report
 
 
@@ -141,7 +148,7 @@ def _grade_value(exercise: ValueExercise, answer, report: Report) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeout, seed) -> None:
+def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeout, seed, shell=False) -> None:
     try:
         submission = answer if isinstance(answer, Submission) else from_function(answer)
     except SubmissionError as exc:
@@ -161,7 +168,8 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         _prove_comparison_can_fail(exercise, cases, expected)
 
     phase("references")
-    with Sandbox(timeout or DEFAULT_TIMEOUT_S or exercise.timeout_s) as box:
+    longer = "`--timeout SECONDS`" if shell else "`check(..., timeout=SECONDS)`"
+    with Sandbox(timeout or DEFAULT_TIMEOUT_S or exercise.timeout_s, longer=longer) as box:
         box.start(submission.job(exercise.id, runtime.DEVICE))
         hello = box.receive("loading your code", (Ready, LoadError))
         phase("loading")

@@ -95,6 +95,25 @@ def reveal(exercise_id: str) -> Hint:
     return Hint(exercise.id, "solution", f"Solution to {exercise.id} ({why}):\n\n{solution_text(exercise)}")
 
 
+def offer(exercise_id: str, *, shell: bool = False) -> str:
+    """The sentence a report that did not pass ends with: how to ask for the next tier ("" with hints off)."""
+    if not hints_enabled():
+        return ""
+    from . import exercises
+    try:
+        exercise = exercises.get(exercise_id)
+    except KeyError:
+        return ""
+    ask = f"gpuprinciples hint {exercise.id}" if shell else f'hint("{exercise.id}")'
+    shown = load_state()["shown"].get(exercise.id, 0)
+    if shown < len(exercise.hints):
+        tier = f"hint {shown + 1} of {len(exercise.hints)}, then the solution after the last"
+    else:
+        tier = "the solution (you have seen every hint)"
+    where = "" if shell else " in a cell (from gpuprinciples import hint)"
+    return f"Stuck? Run {ask}{where} for {tier}."
+
+
 def hint(exercise_id: str) -> Hint:
     """Print the next hint for an exercise (the solution after the last one) and return it."""
     found = reveal(exercise_id)

@@ -13,6 +13,7 @@ Three rules hold throughout:
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 
@@ -127,11 +128,22 @@ def judge_requirements(requirements, verdicts: list[CaseVerdict], mode: str) -> 
     return out
 
 
+# an index tuple "(0, 3)", a number "2,830" "1e-05" "-0.41", a dtype "torch.bfloat16"
+_NUMBER = re.compile(r"\((?:\s*\d+\s*,?)+\)|[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:e[-+]?\d+)?|torch\.\w+")
+
+
+def cause(text: str, case: Case) -> str:
+    """What a problem is, without the case it was seen on: its case, numbers and dtypes blanked out, so
+    "4 of 4 values wrong (case A) ... got 0.79" and "2,830 of 2,830 values wrong (case B) ..." are one cause."""
+    return _NUMBER.sub("#", text.replace(case.label, "\0"))
+
+
 def merge_by_case(problems: list[tuple[str, Case]], total: int) -> list[str]:
-    """One sentence per problem however many cases had it: "... on 6 of 6 cases (first: (1,) normal) ..."."""
+    """One sentence per cause however many cases had it: "... on 6 of 6 cases (first: (1,) normal) ...",
+    the first case's details standing for the rest."""
     groups: dict[str, list[tuple[str, Case]]] = {}
     for text, case in problems:
-        groups.setdefault(text.replace(case.label, "\0"), []).append((text, case))
+        groups.setdefault(cause(text, case), []).append((text, case))
     sentences = []
     for group in groups.values():
         text, case = group[0]

@@ -22,12 +22,13 @@ def bar(iterable, desc: str, *, total: int | None = None, enabled: bool = True):
 
 
 @contextmanager
-def ticking(desc: str, *, enabled: bool = True, every_s: float = 0.5):
-    """A bar that shows the seconds elapsed while the block runs (for waits with no steps to count)."""
+def ticking(desc: str, *, enabled: bool = True, every_s: float = 0.5, leave: bool = True):
+    """A bar that shows the seconds elapsed while the block runs (for waits with no steps to count).
+    `leave=False`: the bar is removed when the block ends (a check's verdict then stands alone)."""
     if not enabled:
         yield None
         return
-    shown = tqdm(desc=desc, total=None, bar_format="{desc}: {elapsed}")
+    shown = tqdm(desc=desc, total=None, bar_format="{desc}: {elapsed}", leave=leave)
     done = threading.Event()
 
     def tick():

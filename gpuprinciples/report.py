@@ -34,6 +34,7 @@ class Report(Shown):
     output: str = ""  # what the learner's code printed
     duration_s: float = 0.0
     phases_s: dict = field(default_factory=dict)  # where the check's time went: loading, cases, timing
+    hint: str = ""  # on a report that did not pass: how to ask for the next hint (hints.offer)
     _shown: bool = field(default=False, repr=False, compare=False)
 
     @property

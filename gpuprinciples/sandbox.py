@@ -461,8 +461,9 @@ class Sandbox:
             # None: box.failure says why, and the child is gone
     """
 
-    def __init__(self, limit: float):
+    def __init__(self, limit: float, longer: str = "`check(..., timeout=SECONDS)`"):
         self.limit = limit
+        self.longer = longer  # how the caller asks for a longer limit (the CLI has its own flag)
         self.deadline = float("inf")  # the limit counts from the child's start
         self.failure: str | None = None
         self.proc: subprocess.Popen | None = None
@@ -517,7 +518,7 @@ class Sandbox:
         except channel.ChannelTimeout:
             self.failure = (f"did not finish within {self.limit:g} s (while {doing}): a loop that never ends, "
                             f"or far more work than needed? The grader stopped it; your notebook is fine. "
-                            f"(`check(..., timeout=SECONDS)` allows longer.)")
+                            f"({self.longer} allows longer.)")
         except channel.ChannelClosed:
             self._kill()
             code = self.proc.returncode

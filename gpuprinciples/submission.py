@@ -93,6 +93,62 @@ def from_path(spec: str) -> Submission:
     return Submission(source=source, name=name, origin=str(path), sys_path=(str(path.resolve().parent),))
 
 
+VALUE_ANSWER_HOWTO = ("a value exercise is answered with a value, not a function: on the command line write it "
+                      "(`gpuprinciples grade EXERCISE 0.083`) or name a literal assigned in a file "
+                      "(`answer.py:NAME` where answer.py has `NAME = 0.083`); in a notebook, "
+                      "`check(EXERCISE, value)`")
+
+
+def _literal(node):
+    """A literal, or arithmetic on numbers (`1 / 12`, `2 * 3 + 4`): evaluated without running any code."""
+    import operator
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        left, right = _literal(node.left), _literal(node.right)
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (left, right)):
+            raise ValueError("arithmetic on numbers only")
+        if isinstance(node.op, ast.Pow) and abs(right) > 64:
+            raise ValueError("exponent too large")
+        return ops[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = _literal(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    return ast.literal_eval(node)
+
+
+def value_from_spec(spec: str):
+    """A value exercise's answer from the command line: a Python literal (`0.083`, `1/12`, `'memory'`, `{1, 4}`),
+    or `FILE.py:NAME` where the file assigns NAME such a literal. Nothing of the file runs. Raises SubmissionError."""
+    try:
+        return _literal(ast.parse(spec.strip(), mode="eval").body)
+    except (ValueError, SyntaxError, TypeError, ZeroDivisionError):
+        pass
+    if ":" not in spec or not spec.rsplit(":", 1)[0].endswith(".py"):
+        raise SubmissionError(f"{spec!r} is neither a value nor FILE.py:NAME: {VALUE_ANSWER_HOWTO}")
+    path_text, name = spec.rsplit(":", 1)
+    path = Path(path_text)
+    if not path.is_file():
+        raise SubmissionError(f"no file at {path}")
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as exc:
+        raise SubmissionError(f"{path} does not parse: {exc.msg} (line {exc.lineno})") from None
+    found = None
+    for node in tree.body:  # the last top-level binding wins, as it would when the file runs
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            found = node.value
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            found = node
+    if found is None:
+        raise SubmissionError(f"{path} assigns nothing to {name!r}")
+    try:
+        return _literal(found)
+    except (ValueError, TypeError, ZeroDivisionError):
+        raise SubmissionError(f"{name!r} in {path} is not a literal value (line {found.lineno}): "
+                              f"{VALUE_ANSWER_HOWTO}") from None
+
+
 def _bound_to_a_value(tree: ast.Module, name: str) -> str | None:
     """What `name` is bound to at the top level when that is plainly no function ("an int", "a list",
     "an async function"); None when it may be one (a def, an import, a call, another name). The last

@@ -1,5 +1,6 @@
 """A real browser: JupyterLab serves a copy of lessons/, headless Chromium opens lesson 01, runs every cell,
-and sees the widgets render and the check reports appear.
+and sees the widgets render and the check reports appear; and a failing report shows its verdict in words
+and offers a hint.
 
 Needs Debian's chromium (`apt-get install -y chromium`) and Playwright's Python package; no browser is
 downloaded. Skipped when chromium is absent, except in CI (CI=true), where that is a failure.
@@ -23,6 +24,7 @@ CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 LESSON = "01-factory-and-warehouse.ipynb"
+FAILING = "a-failing-check.ipynb"  # written beside the lessons in the server's copy
 pytestmark = pytest.mark.browser
 
 
@@ -38,6 +40,14 @@ def _require_browser():
         pytest.skip("missing: " + ", ".join(missing))
 
 
+def _write_failing_notebook(path: Path) -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+    nb = new_notebook(cells=[new_code_cell('from gpuprinciples import check\ncheck("factory.intensity", 0.5)')])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,6 +60,7 @@ def jupyterlab(tmp_path):
     root = tmp_path / "lessons"
     # without the traces lesson 03 writes: under pytest-xdist it may be running beside this test
     shutil.copytree(ROOT / "lessons", root, ignore=shutil.ignore_patterns("*.trace.json", ".ipynb_checkpoints"))
+    _write_failing_notebook(root / FAILING)
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "run"),
                MPLBACKEND="module://matplotlib_inline.backend_inline")
@@ -158,3 +169,41 @@ def test_lesson_01_runs_in_jupyterlab_in_a_real_browser(tmp_path, request):
         finally:
             browser.close()
     assert (tmp_path / "lesson01-widget.png").stat().st_size > 10_000
+
+
+def test_a_failing_report_says_so_in_words_and_offers_a_hint(tmp_path, request, monkeypatch):
+    """What a learner sees when a check fails: FAILED in words (not a colour, not an emoji) and how to ask for
+    the next hint, in the rendered page, not only in the HTML string."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path / "hints"))  # the server's kernels inherit it
+    monkeypatch.delenv("GPUPRINCIPLES_HINTS", raising=False)
+    base, token = request.getfixturevalue("jupyterlab")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}/lab/tree/{FAILING}?token={token}")
+            page.wait_for_selector(".jp-Notebook .jp-Cell")
+            _accept_dialogs_until(page, ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout_s=180)
+            _wait_for_connected_kernel(base, token, timeout_s=180)
+            _run_all_cells(page)
+            if not _accept_dialogs_until(page, ".gp-report", timeout_s=300):
+                page.screenshot(path=str(tmp_path / "timed-out.png"))
+                outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+                raise AssertionError(f"no report appeared; outputs: {outputs}")
+            report = page.locator(".gp-report").first
+            report.scroll_into_view_if_needed()
+            shown = report.inner_text()  # what is on screen, as rendered
+            assert shown.lstrip().startswith("FAILED") and "factory.intensity" in shown, shown
+            assert "off by more than 2%" in shown and "✅" not in shown and "❌" not in shown, shown
+            offer = page.locator(".gp-report .gp-hint").first
+            assert offer.is_visible()
+            assert 'Stuck? Run hint("factory.intensity")' in offer.inner_text()
+            assert "hint 1 of" in offer.inner_text()
+            report.screenshot(path=str(tmp_path / "failing-report.png"))
+        finally:
+            browser.close()
+    assert (tmp_path / "failing-report.png").stat().st_size > 2_000

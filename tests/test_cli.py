@@ -22,8 +22,8 @@ def _subcommands():
 def test_every_command_has_a_summary_and_a_description():
     sub = _subcommands()
     summaries = {a.dest: a.help for a in sub._choices_actions}
-    assert set(summaries) == set(sub.choices) == {"doctor", "grade", "release", "ceilings", "bench", "gradebook",
-                                                  "exercises", "figures"}
+    assert set(summaries) == set(sub.choices) == {"doctor", "grade", "hint", "release", "ceilings", "bench",
+                                                  "gradebook", "exercises", "figures"}
     for name, p in sub.choices.items():
         assert summaries[name], name
         assert p.description and p.description.rstrip(".").lower().startswith(summaries[name].lower()), name
@@ -54,6 +54,9 @@ def test_help_states_the_defaults(capsys):
     ["grade", "fusion.cos_cos", "/nonexistent/x.py:f"],           # no such file
     ["grade", "fusion.cos_cos", "x.py"],                          # no :FUNCTION
     ["grade", "fusion.cos_cos", "x.py:f", "--timeout", "soon"],
+    ["grade", "factory.intensity", "x.py:f"],                     # a value exercise: no such file
+    ["grade", "factory.intensity", "some words"],                 # neither a value nor FILE.py:NAME
+    ["hint", "fusion.cos_coss"],
     ["bench", "--only", "fusion.cos_cos,fusion.nope"],
     ["bench", "--grader", "--submission", "fusion.cos_cos"],                     # no =FILE.py:FUNCTION
     ["bench", "--grader", "--submission", "fusion.cos_cos=/nonexistent/x.py:f"],
@@ -98,3 +101,72 @@ def test_bench_only_takes_the_model_benchmark_by_its_name(monkeypatch, capsys):
     assert cli.main(["bench", "--only", f"fusion.cos_cos,{bench.MODEL_BENCH}"]) == 1
     assert "needs a GPU" in capsys.readouterr().err
     assert cli.main(["bench", "--grader", "--only", bench.MODEL_BENCH]) == 2
+
+
+def _grade_cli(*args, env=None, **kw):
+    import os
+    return subprocess.run([sys.executable, "-m", "gpuprinciples.cli", "grade", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **(env or {})}, **kw)
+
+
+def test_a_closed_pipe_keeps_the_verdict_of_a_failed_grade():
+    """`gpuprinciples grade ... --json | head -1` must still exit 1 for a fail: the exit code is the contract."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpuprinciples.cli", "grade", "fusion.cos_cos",
+                             "tests/submissions/core/two_launches.py:cos_cos", "--json"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()  # the reader takes one line and goes away, as `head -1` does
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert first.strip() == b"{"
+    assert proc.wait(timeout=300) == 1, err
+    assert "Traceback" not in err
+
+
+def test_a_value_exercise_is_graded_from_the_shell(tmp_path):
+    """A value on the line, or FILE.py:NAME naming a literal (arithmetic allowed, nothing run)."""
+    import json
+    right = _grade_cli("factory.intensity", "1/12", "--json")
+    assert right.returncode == 0, right.stdout + right.stderr
+    assert json.loads(right.stdout)["passed"] is True
+    answer = tmp_path / "answer.py"
+    answer.write_text("intensity = 0.5\nintensity = 1 / 12  # the last binding counts, as when the file runs\n")
+    assert _grade_cli("factory.intensity", f"{answer}:intensity").returncode == 0
+    answer.write_text("intensity = 0.5\n")
+    wrong = _grade_cli("factory.intensity", f"{answer}:intensity", env={"NO_COLOR": "1"})
+    assert wrong.returncode == 1 and wrong.stdout.startswith("FAILED  factory.intensity")
+    assert "gpuprinciples hint factory.intensity" in wrong.stdout
+
+
+def test_a_value_exercise_refuses_code_with_a_sentence_on_how_it_is_answered(tmp_path, capsys):
+    answer = tmp_path / "answer.py"
+    answer.write_text("import os\nintensity = os.system('echo ran')\n")
+    assert cli.main(["grade", "factory.intensity", f"{answer}:intensity"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: 'intensity' in ") and "not a literal value" in err
+    assert "a value exercise is answered with a value, not a function" in err and "check(EXERCISE, value)" in err
+    assert "give the name of the function" not in err
+
+
+def test_a_timeout_names_the_command_lines_flag():
+    ran = _grade_cli("fusion.cos_cos", "tests/submissions/fusion/cos_cos_hangs.py:cos_cos", "--timeout", "3")
+    assert ran.returncode == 1
+    assert "`--timeout SECONDS` allows longer" in ran.stdout and "check(..., timeout" not in ran.stdout
+
+
+def test_ceilings_prints_a_table_with_units(capsys, monkeypatch):
+    from gpuprinciples import hardware, runtime
+    monkeypatch.setattr(runtime, "HAS_CUDA", False)
+    monkeypatch.setattr(hardware, "measure_cpu_ceilings",
+                        lambda: hardware.Ceilings("cpu", "a test CPU", 38.4e9, 0.15e12, measured_at=0, quick=True))
+    assert cli.main(["ceilings"]) == 0
+    out = capsys.readouterr().out
+    assert "{" not in out and "copy_bandwidth" not in out  # no raw dict, no raw keys
+    assert "copy bandwidth (read + write)  38.4 GB/s" in out and "fp32 matmul" in out and "TFLOP/s" in out
+    assert "a test CPU" in out
+
+
+def test_hint_from_the_shell(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("GPUPRINCIPLES_HINTS", raising=False)
+    assert cli.main(["hint", "fusion.cos_cos"]) == 0
+    assert capsys.readouterr().out.startswith("Hint 1 of ")

@@ -1,7 +1,9 @@
 """A report in three forms: the same facts in HTML, text and JSON."""
 
+import io
 import json
 
+from gpuprinciples import display
 from gpuprinciples.report import CheckLine, Report
 
 
@@ -10,8 +12,11 @@ def sample() -> Report:
     r.checks.append(CheckLine("correct", True, "6 of 6 cases"))
     r.checks.append(CheckLine("at most 1 kernel launch", False, "2 launches <b>"))
     r.fail("2 Triton launches per call")
-    r.measurements.update({"bytes_moved": 123456, "counts": {"raw": 1}})
+    r.checks.append(CheckLine("speedup over eager", None, "timed on a GPU only"))
+    r.measurements.update({"bytes_moved": 123456, "counts": {"raw": 1}, "bytes_case": "(7,) normal float32",
+                           "projected_us (roofline, not measured)": {"H200": 0.5}})
     r.output = "hello"
+    r.hint = 'Stuck? Run hint("fusion.cos_cos") in a cell for hint 1 of 3.'
     return r
 
 
@@ -40,3 +45,63 @@ def test_fail_keeps_not_attempted_and_error():
     r = Report(exercise="x", title="x", mode="cpu", status="passed")
     r.fail("late failure")
     assert r.status == "failed" and not r.passed
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_verdict_is_in_words_first_and_colour_only_adds_to_them(monkeypatch):
+    r = sample()
+    plain = display.text(r)
+    assert plain.startswith("FAILED  fusion.cos_cos")
+    lines = plain.splitlines()
+    assert any(line.strip().startswith("PASSED") and "correct" in line for line in lines)
+    assert any(line.strip().startswith("FAILED") and "at most 1 kernel launch" in line for line in lines)
+    assert any(line.strip().startswith("NOT JUDGED") and "speedup" in line for line in lines)
+    assert "\x1b[" not in plain and not any(mark in plain for mark in "✅❌")
+    coloured = display.text(r, colour=True)
+    assert "\x1b[31mFAILED\x1b[0m" in coloured and "\x1b[32mPASSED\x1b[0m" in coloured
+    assert display._ANSI_RE.sub("", coloured) == plain  # the same words with or without colour
+    html = r._repr_html_()
+    for word in ("FAILED", "PASSED", "NOT JUDGED"):
+        assert word in html
+
+
+def test_no_color_is_honoured_and_a_pipe_gets_none(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert display.use_colour(_Terminal()) is True
+    assert display.use_colour(io.StringIO()) is False  # a pipe or a file
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert display.use_colour(_Terminal()) is False
+    assert "color:#cf222e" not in sample()._repr_html_()  # the notebook's HTML drops colour too
+    monkeypatch.setenv("NO_COLOR", "")  # set but empty: no-color.org says colour stays
+    assert display.use_colour(_Terminal()) is True
+    monkeypatch.setenv("TERM", "dumb")
+    assert display.use_colour(_Terminal()) is False
+
+
+def test_measurements_have_names_a_learner_knows_and_units():
+    text = str(sample())
+    for raw in ("bytes_case", "bytes_moved", "projected_us"):
+        assert raw not in text and raw not in sample()._repr_html_()
+    assert "bytes moved: 120.56 KiB (123,456 B)" in text
+    assert "projected time from the datasheets (roofline, not measured): H200 0.5 µs" in text
+
+
+def test_a_report_that_did_not_pass_ends_with_the_hint_offer():
+    r = sample()
+    assert str(r).splitlines()[-1] == r.hint
+    assert "gp-hint" in r._repr_html_() and 'hint(&#34;fusion.cos_cos&#34;)' in r._repr_html_()
+
+
+def test_a_tolerance_never_reads_off_by_more_than_0_percent():
+    from gpuprinciples.exercises import compare_values
+    assert compare_values(0.5, 1.0, 0.02) == ["answered 0.5; off by more than 2% (the tolerance)"]
+    assert compare_values(0.5, 1.0, 0.001) == ["answered 0.5; off by more than 0.1% (the tolerance)"]
+    assert compare_values(0.5, 1.0, 0.025) == ["answered 0.5; off by more than 2.5% (the tolerance)"]
+    (exact,) = compare_values(15, 16, 0.0)
+    assert "0%" not in exact and "exact" in exact
+    assert compare_values(16, 16, 0.0) == []

@@ -303,3 +303,22 @@ def test_multi_node_command():
     assert cmd[1:] == ["-m", "torch.distributed.run", "--nproc-per-node=8", "--nnodes=2", "--rdzv-backend=c10d",
                        "--rdzv-endpoint=node0:29500", "--rdzv-id=j", "train.py", "--lr", "1"]
     assert "--standalone" in D.torchrun_command("train.py", 2)
+
+
+def test_is_rank_or_launcher_reads_processes_with_psutil():
+    """A rank is known by its environment (the results variable), a launcher by its command line; a process
+    that is gone is neither. No /proc of our own reading: psutil does it on every platform."""
+    import inspect
+    import subprocess
+    import sys
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
+                            env={**os.environ, D.RESULTS_ENV: "/tmp/x"})
+    plain = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert D.is_rank_or_launcher(rank.pid) and not D.is_rank_or_launcher(plain.pid)
+    finally:
+        for p in (rank, plain):
+            p.kill()
+            p.wait()
+    assert not D.is_rank_or_launcher(rank.pid)  # gone
+    assert "/proc" not in inspect.getsource(D.is_rank_or_launcher).split('"""')[2]

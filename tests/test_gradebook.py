@@ -119,7 +119,11 @@ def test_leaderboard_prefers_gpu_time():
 def test_usage_errors(tmp_path, capsys):
     assert cli.main(["gradebook", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
     (tmp_path / "empty" / "learner").mkdir(parents=True)
+    (tmp_path / "empty" / "learner" / "notes.txt").write_text("no notebook")
+    capsys.readouterr()
     assert cli.main(["gradebook", str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
+    assert "learner/notes.txt: not a notebook" in capsys.readouterr().err  # what it found instead, and why
+    assert cli.main(["gradebook", str(tmp_path / "empty"), "--out", str(tmp_path / "o"), "--jobs", "0"]) == 2
 
 
 def test_exercises_listing_says_what_a_cpu_grades(capsys):
@@ -133,3 +137,111 @@ def test_exercises_listing_says_what_a_cpu_grades(capsys):
 def test_the_workshop_guide_shows_the_table_the_registry_makes():
     guide = (Path(__file__).resolve().parent.parent / "docs" / "workshop.md").read_text()
     assert gradebook.exercise_table() in guide, "regenerate it: gpuprinciples exercises --markdown"
+
+
+# ---------------------------------------------------------------------------------------------
+# Layouts, files left out, the page, --jobs
+# ---------------------------------------------------------------------------------------------
+
+from gpuprinciples import intake  # noqa: E402
+
+PASSING = 'from gpuprinciples import check\ncheck("factory.intensity", 1 / 12)'
+FAILING = 'from gpuprinciples import check\ncheck("factory.intensity", 0.5)'
+
+
+def _found(root):
+    found = intake.find(root)
+    try:
+        return found.layout, sorted((n.learner, n.label) for n in found.notebooks), dict(found.skipped)
+    finally:
+        found.close()
+
+
+def test_nbgrader_layout_and_every_skipped_file_with_why(tmp_path):
+    root = tmp_path / "course"
+    write_notebook(root / "submitted" / "alice" / "ps1" / "01.ipynb", PASSING)
+    write_notebook(root / "submitted" / "alice" / "ps2" / "01.ipynb", PASSING)  # same name, other assignment
+    write_notebook(root / "submitted" / "bob" / "ps1" / "01.ipynb", FAILING)
+    write_notebook(root / "submitted" / "bob" / "ps1" / ".ipynb_checkpoints" / "01-checkpoint.ipynb", PASSING)
+    (root / "submitted" / "bob" / "ps1" / "timestamp.txt").write_text("2026-12-04 10:00:00")
+    (root / "submitted" / "bob" / "ps1" / "broken.ipynb").write_text("{not json")
+    layout, notebooks, skipped = _found(root)
+    assert layout.startswith("nbgrader")
+    assert notebooks == [("alice", "ps1/01.ipynb"), ("alice", "ps2/01.ipynb"), ("bob", "ps1/01.ipynb")]
+    assert "Jupyter checkpoint" in skipped["bob/ps1/.ipynb_checkpoints/01-checkpoint.ipynb"]
+    assert "not a notebook (.ipynb)" in skipped["bob/ps1/timestamp.txt"]
+    assert "not a notebook Jupyter can open" in skipped["bob/ps1/broken.ipynb"]
+    assert _found(root / "submitted")[1] == notebooks  # the submitted/ folder itself, too
+
+
+def test_a_folder_of_learner_lesson_files(tmp_path):
+    root = tmp_path / "flat"
+    write_notebook(root / "alice_01-factory.ipynb", PASSING)
+    write_notebook(root / "bob_01-factory.ipynb", FAILING)
+    write_notebook(root / "untitled.ipynb", PASSING)
+    layout, notebooks, skipped = _found(root)
+    assert layout.startswith("one folder of <learner>_<lesson>.ipynb")
+    assert notebooks == [("alice", "alice_01-factory.ipynb"), ("bob", "bob_01-factory.ipynb")]
+    assert "no learner in its name" in skipped["untitled.ipynb"]
+
+
+def test_a_zip_from_an_lms(tmp_path):
+    import zipfile
+    staged = tmp_path / "staged"
+    write_notebook(staged / "alice_1_assignsubmission_file_" / "01.ipynb", PASSING)  # Moodle's folder names
+    write_notebook(staged / "bob_2_assignsubmission_file_" / "01.ipynb", FAILING)
+    archive = tmp_path / "lesson01.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for path in staged.rglob("*.ipynb"):
+            z.write(path, "Lesson 01 (assignment)/" + str(path.relative_to(staged)))
+        z.writestr("../escape.ipynb", "{}")
+        z.writestr("__MACOSX/._01.ipynb", "junk")
+    layout, notebooks, skipped = _found(archive)
+    assert layout.startswith("zip")
+    assert notebooks == [("alice", "01.ipynb"), ("bob", "01.ipynb")]
+    assert "outside the zip" in skipped["lesson01.zip:../escape.ipynb"]
+    assert any("__MACOSX" in f for f in skipped)
+    bad = tmp_path / "bad.zip"
+    bad.write_text("not a zip")
+    assert "not a zip file that can be read" in _found(bad)[2][str(bad)]
+
+
+def test_the_page_shortens_long_reasons_lists_skipped_files_and_plots_the_class():
+    long_reason = "the Triton kernel read 0 B of the 4 B of input " + "and so on " * 60
+    rows = [gradebook.Row("ann", "fusion.cos_cos", "failed", "cpu", "01.ipynb", reasons=long_reason),
+            gradebook.Row("ben", "fusion.cos_cos", "passed", "gpu", "01.ipynb", time_ms=1.0,
+                          speedups="eager 1.93× [1.85–2.01]; torch.compile 1.02× [0.99–1.05]"),
+            gradebook.Row("cy", "fusion.cos_cos", "passed", "gpu", "01.ipynb", time_ms=1.2,
+                          speedups="eager 1.50× [1.40–1.60]")]
+    runs = [gradebook.Run(r.learner, "01.ipynb") for r in rows]
+    page = gradebook.render_html(runs, rows, [("bob/notes.txt", "not a notebook (.ipynb)")])
+    assert "<details><summary>the Triton kernel read 0 B" in page and long_reason.strip() in page
+    assert page.count(long_reason.strip()) == 1  # the full text once, behind the click
+    assert "bob/notes.txt" in page and "not a notebook (.ipynb)" in page and "Files left out (1)" in page
+    assert "<svg" in page and "speedup over the first baseline" in page
+    assert "FAILED" in page and "PASSED" in page and "✅" not in page
+    evil = gradebook.Row("<script>alert(1)</script>", "x", "failed", reasons="<b>")
+    page = gradebook.render_html([], [evil])
+    assert "<script>alert" not in page and "&lt;script&gt;" in page  # escaped by the template
+
+
+def test_jobs_runs_notebooks_in_parallel_processes_on_a_cpu(tmp_path, capsys, monkeypatch):
+    from gpuprinciples import runtime
+    if runtime.HAS_CUDA:
+        pytest.skip("the CPU path: with a GPU, workers are one per GPU (test above)")
+    root = tmp_path / "class"
+    write_notebook(root / "ann_01.ipynb", "import os\nprint('PID', os.getppid())", PASSING)
+    write_notebook(root / "ben_01.ipynb", "import os\nprint('PID', os.getppid())", FAILING)
+    (root / "notes.txt").write_text("not a notebook")
+    out = tmp_path / "out"
+    monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path / "cache"))
+    assert cli.main(["gradebook", str(root), "--out", str(out), "--jobs", "2", "--timeout", "300"]) == 0
+    captured = capsys.readouterr()
+    assert "2 notebooks of 2 learners" in captured.out and "left out notes.txt: not a notebook" in captured.out
+    assert "notebooks: 100%" in captured.err  # the progress bar
+    rows = {(r["learner"], r["exercise"]): r["status"] for r in csv.DictReader(open(out / "gradebook.csv"))}
+    assert rows == {("ann", "factory.intensity"): "passed", ("ben", "factory.intensity"): "failed"}
+    parents = {nbformat.read(str(out / "executed" / who / f"{who}_01.ipynb"), as_version=4).cells[0].outputs[0]["text"]
+               for who in ("ann", "ben")}
+    assert len(parents) == 2  # each notebook's kernel was started by a worker process of its own
+    assert "notes.txt" in (out / "skipped.csv").read_text()

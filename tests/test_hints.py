@@ -91,3 +91,36 @@ def test_a_pytest_run_of_notebooks_leaves_the_learners_hint_state_alone(tmp_path
     assert not (learner / "hints.json").exists()
     run("--noconftest")
     assert "factory.intensity" in json.loads((learner / "hints.json").read_text())["passed"]
+
+
+def test_every_report_that_did_not_pass_offers_the_next_hint(cache):
+    failed = check("factory.intensity", 0.5, show=False)
+    tiers = len(exercises.get("factory.intensity").hints)
+    assert failed.hint == 'Stuck? Run hint("factory.intensity") in a cell (from gpuprinciples import hint) ' \
+                          f'for hint 1 of {tiers}, then the solution after the last.'
+    assert failed.hint in str(failed) and failed.to_dict()["hint"] == failed.hint
+    for _ in exercises.get("factory.intensity").hints:
+        hints.reveal("factory.intensity")
+    assert "the solution (you have seen every hint)" in check("factory.intensity", 0.5, show=False).hint
+    unsolved = check("fusion.cos_cos", lambda_free_stub, show=False)
+    assert unsolved.status == "not attempted" and 'hint("fusion.cos_cos")' in unsolved.hint
+    assert check("factory.intensity", 1 / 12, show=False).hint == ""  # a pass offers nothing
+
+
+def test_no_hint_is_offered_when_hints_are_off(cache, monkeypatch):
+    monkeypatch.setenv("GPUPRINCIPLES_HINTS", "off")
+    assert check("factory.intensity", 0.5, show=False).hint == ""
+
+
+def lambda_free_stub(x):
+    raise NotImplementedError("Exercise: write your solution here")
+
+
+def test_lesson_01_says_how_to_ask_for_a_hint():
+    """The tiers are no use if nobody finds them: the first lesson says how, in both forms."""
+    from gpuprinciples import notebooks
+    for folder in ("solutions", "lessons"):
+        nb = notebooks.read(ROOT / folder / "01-factory-and-warehouse.ipynb")
+        words = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert 'hint("factory.intensity")' in words and "gpuprinciples hint factory.intensity" in words, folder
+        assert any("import check, counters, hardware, hint," in c.source for c in nb.cells), folder  # at hand

@@ -200,7 +200,7 @@ def test_a_failed_row_is_shown_once_and_not_judged_is_null_in_json():
     r.fail("3 Triton launches per call")
     r.fail("raised on case a: boom")
     text = str(r)
-    assert text.count("3 Triton launches per call") == 1 and "✗ raised on case a: boom" in text
+    assert text.count("3 Triton launches per call") == 1 and "  FAILED      raised on case a: boom" in text
     assert r._repr_html_().count("3 Triton launches per call") == 1
     assert json.loads(r.to_json())["checks"][1]["passed"] is None
 
@@ -219,3 +219,18 @@ def test_an_unanswered_value_exercise_is_not_attempted_and_points_to_this_cell()
         assert r.status == NOT_ATTEMPTED
         assert r.reasons == ["not attempted yet: set your answer in this cell"]
         assert "cell above" not in str(r)
+
+
+def test_the_same_cause_on_several_cases_is_one_sentence_with_a_count_whatever_the_numbers():
+    """The values, indices and dtypes of a wrong output differ between cases; the cause does not."""
+    a, b, c = case("(3, 161) special float32"), case("(1,) normal float32"), case("(2, 5, 22) normal bfloat16")
+    wrong = "{n} of {m} values wrong (case {label}); first at index {i}: got {g}, expected 0.61 (tolerance {t})"
+    problems = [(wrong.format(n=429, m=483, label=a.label, i="(0, 0)", g=0.6, t="1e-05 for torch.float32"), a),
+                (wrong.format(n=1, m=1, label=b.label, i="(0,)", g=0.9, t="1e-05 for torch.float32"), b),
+                (wrong.format(n="1,095", m="1,249", label=c.label, i="(0, 1, 2)", g=-3.2e-06,
+                              t="0.016 for torch.bfloat16"), c),
+                (f"NaN in the wrong places (case {b.label})", b)]
+    sentences = judge.merge_by_case(problems, 7)
+    assert len(sentences) == 2
+    assert sentences[0].startswith("429 of 483 values wrong (3 of 7 cases (first: (3, 161) special float32))")
+    assert sentences[1] == f"NaN in the wrong places (case {b.label})"

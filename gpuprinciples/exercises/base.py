@@ -552,11 +552,20 @@ def compare_values(answer: Any, expected: Any, rel_tol: float) -> list[str]:
         except (TypeError, ValueError):
             return [f"answered {answer!r}: expected a number"]
         if math.isnan(value) or not math.isclose(value, expected, rel_tol=rel_tol, abs_tol=1e-12):
-            return [f"answered {value:.4g}; off by more than {rel_tol:.0%}"]
+            if rel_tol < 1e-6:  # an exact answer (a count): no tolerance to state
+                return [f"answered {value:.6g}; not it: this answer is exact, with no tolerance"]
+            return [f"answered {value:.4g}; off by more than {_percent(rel_tol)} (the tolerance)"]
         return []
     if answer != expected:
         return [f"answered {answer!r}; that is not it"]
     return []
+
+
+def _percent(fraction: float) -> str:
+    """A tolerance in words that never reads "0%": 2%, 0.1%, 1e-06 (exact to rounding)."""
+    if fraction >= 0.01:
+        return f"{fraction:.0%}" if fraction * 100 == round(fraction * 100) else f"{fraction:.1%}"
+    return f"{fraction * 100:.2g}%"
 
 
 def _unravel(flat: int, shape: Sequence[int]) -> tuple[int, ...]:
