@@ -46,6 +46,10 @@ _NAMES = {
 }
 
 
+# in the JSON for tools, not in the rows: the raw counters, and the roof fraction, which a note says in words
+_JSON_ONLY = frozenset({"counts", "roof"})
+
+
 def status_word(report) -> str:
     return report.status.upper()
 
@@ -115,12 +119,13 @@ def measurement_rows(report) -> list[tuple[str, str]]:
     """(name, value with its unit) for each measurement a person reads; raw counters stay in the JSON."""
     rows = []
     for key, value in report.measurements.items():
-        if key == "counts":
+        if key in _JSON_ONLY:
             continue
         name, unit = _NAMES.get(key, (key.replace("_", " "), ""))
         if isinstance(value, dict) and key not in _NAMES:  # a timing of one labelled input: its own names
             inner = ", ".join(f"{_NAMES.get(k, (k.replace('_', ' '), ''))[0]} "
-                              f"{_with_unit(v, _NAMES.get(k, ('', ''))[1])}" for k, v in value.items())
+                              f"{_with_unit(v, _NAMES.get(k, ('', ''))[1])}" for k, v in value.items()
+                              if k not in _JSON_ONLY)
             rows.append((name, inner))
             continue
         rows.append((name, _with_unit(value, unit)))

@@ -105,3 +105,13 @@ def test_a_tolerance_never_reads_off_by_more_than_0_percent():
     (exact,) = compare_values(15, 16, 0.0)
     assert "0%" not in exact and "exact" in exact
     assert compare_values(16, 16, 0.0) == []
+
+
+def test_the_roof_fraction_is_a_sentence_for_people_and_numbers_for_tools():
+    r = sample()
+    r.measurements["roof"] = {"fraction": 0.62, "bound": "memory", "roof_ms": 0.1}
+    r.measurements["timing ragged"] = {"time_ms": 1.0, "roof": {"fraction": 0.5}}
+    r.notes.append("62% of this GPU's roof for this work (memory-bound: …).")
+    text = str(r)
+    assert "fraction" not in text and "roof_ms" not in text and "62% of this GPU's roof" in text
+    assert json.loads(r.to_json())["measurements"]["roof"]["fraction"] == 0.62
