@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from . import judge, runtime
+from . import honesty, judge, runtime
 from .channel import CaseResult, LoadError, Ready, TimingResult
 from .exercises import FunctionExercise, LaunchesTriton, ValueExercise, compare_tensors, compare_values
 from .exercises import get as get_exercise
@@ -145,6 +145,8 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
             report.output = box.output()
             return
         _note_tampering(report, hello.tampered)
+        for reason in honesty.import_sentences(hello.left_at_import):
+            report.fail(reason)
 
         verdicts: list[judge.CaseVerdict] = []
         for index, (case, want) in enumerate(zip(cases, expected)):
@@ -160,6 +162,8 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
                 report.output = box.output()
                 return
             verdicts.append(judge.judge_case(exercise, case, want, result, runtime.DEVICE))
+            if honesty.left_running(result.watched):  # the next cases would run beside it: this one says why
+                break
             if case.kwargs.get("timed") and isinstance(result.output, dict):
                 report.measurements["on this GPU"] = _plain_numbers(result.output)  # time, memory: shown
 
