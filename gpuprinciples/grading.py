@@ -165,7 +165,7 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
             if honesty.left_running(result.watched):  # the next cases would run beside it: this one says why
                 break
             if case.kwargs.get("timed") and isinstance(result.output, dict):
-                report.measurements["on this GPU"] = _plain_numbers(result.output)  # time, memory: shown
+                report.measurements["on this GPU"] = _plain_numbers(_summarized(result.output))  # time, memory
 
         phase("cases")
         for reason in judge.case_reasons(verdicts):
@@ -220,6 +220,24 @@ def _requirement_mode() -> str:
     return "cpu" if runtime.INTERPRETER else "gpu"
 
 
+def _summarized(value):
+    """A timed case's output with its raw rounds replaced by their medians, computed here (timing.py)."""
+    from .timing import summarize_rounds
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key == "rounds" and isinstance(item, list) and item and isinstance(item[0], dict):
+            names = list(item[0])
+            try:
+                out["median_ms"] = summarize_rounds(item, names[0], names[-1])["median_ms"]
+            except (ValueError, IndexError):
+                pass
+        else:
+            out[key] = _summarized(item)
+    return out
+
+
 def _plain_numbers(value):
     """Numbers, strings and their lists and dicts, rounded for a report; anything else left out."""
     if isinstance(value, dict):
@@ -272,6 +290,8 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
         report.fail(box.failure)
         return
     _note_tampering(report, result.tampered)
+    for reason in honesty.sentences(result.watched, "timing input"):
+        report.fail(reason)
     references, args = [], None
     for seed in seeds:
         variant = spec.inputs(torch.Generator(device="cuda").manual_seed(seed), "cuda")

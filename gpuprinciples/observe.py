@@ -201,7 +201,7 @@ def import_leftovers(threads_before: dict[int, str], children_before: dict[int, 
             "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
             "_global_module_registration_hooks", "_global_parameter_registration_hooks"))),
     ) if on]
-    found["noted"] = _take_noted()
+    found["noted"] = take_noted()
     return found
 
 
@@ -217,7 +217,7 @@ class armed:
         return False
 
 
-def _take_noted() -> list[str]:
+def take_noted() -> list[str]:
     out = [f"{kind}: {what}" for kind, what in _noted]
     _noted.clear()
     return out
@@ -311,7 +311,7 @@ class Watch:
                 stopped = False
             ev.update(self._read(stopped))
         ev.update(leftovers(*self.before))
-        ev["noted"] = _take_noted()
+        ev["noted"] = take_noted()
         return False
 
     def _read(self, stopped: bool) -> dict:

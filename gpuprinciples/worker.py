@@ -191,8 +191,14 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     kwargs = _to_device(case["kwargs"], device)
     result = CaseResult(index=case["index"])
     runner = exercise.run or (lambda f, a, k: f(*a, **k))
-    watching = _Unwatched if exercise.forks_ranks else _Watch
+    # the profiler for kernel exercises (their PyTorch work is counted and limited); threads and processes
+    # for all but those whose ranks the grader starts itself
+    profile = any(type(r).__name__ == "LaunchesTriton" for r in exercise.requirements)
     gpu = device != "cpu"
+
+    def watching(gpu):
+        return _Unwatched() if exercise.forks_ranks else _Watch(gpu, profile=profile)
+
     returned: list = []  # what the learner's function returned on the graded call, however `run` calls it
 
     def learner(*a, **k):
@@ -251,7 +257,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
 
 def time_case(exercise, fn, command: dict, device: str, source_file: str, watch: dict, *,
               _tampered=_tampered, _record=counters.record, _copy=_copy,
-              _fingerprint=judge.fingerprint) -> TimingResult:
+              _fingerprint=judge.fingerprint, _Watch=observe.Watch) -> TimingResult:
     """Time the learner's function against the baselines on large inputs, and send back only raw
     measurements. Each seed in `command["seeds"]` makes one variant of the inputs; before every
     round the next variant is copied into the same buffers (same pointers, other values), and every
@@ -292,9 +298,13 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
                 return baseline(*call_args)
         return call
 
+    gpu = device != "cpu"
     try:
-        first = fn(*args)  # not counted: a first call on new shapes may autotune (many launches)
-        runtime.synchronize()
+        # a first call on new shapes may autotune (many launches): recorded and watched, its counts not judged
+        with _Watch(gpu) as seen, _record() as first_rec:
+            first = fn(*args)
+            runtime.synchronize()
+        result.watched.append(_watched_entry("first timing call", seen, first_rec))
         if type(first) is not torch.Tensor:
             raise TypeError(f"returned a {type(first).__name__} on the timing input")
         note(first)
@@ -302,9 +312,14 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
         wanted = command.get("baselines", list(spec.baselines))  # the others were timed in an earlier check
         fns = {"yours": counted, **{name: b if spec.flush else instrumented(b) for name, b in spec.baselines.items()
                                     if name in wanted}}
-        comparison = timing.compare(fns, args=args, device=device, budget_s=command.get("budget_s", 1.0),
-                                    flush=spec.flush, before_round=lambda r: load(r + 1),
-                                    on_result=lambda name, out: note(out) if name == "yours" else None)
+        before = observe.snapshot()
+        with observe.armed():  # threads and processes the timed calls start or leave (not profiled: the clock runs)
+            comparison = timing.compare(fns, args=args, device=device, budget_s=command.get("budget_s", 1.0),
+                                        flush=spec.flush, before_round=lambda r: load(r + 1),
+                                        on_result=lambda name, out: note(out) if name == "yours" else None)
+        left = observe.leftovers(*before)
+        left["noted"] = observe.take_noted()
+        result.watched.append({"call": "timed calls", "watch": left})
         result.rounds = [dict(r) for r in comparison.rounds]
         result.after_window = {name: list(t.after_samples) for name, t in comparison.timings.items()}
     except BaseException as exc:  # noqa: BLE001
