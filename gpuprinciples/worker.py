@@ -219,7 +219,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
         runtime.synchronize()
         with watching(gpu) as seen, _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args),
                                             stores=True) as rec:
-            out = runner(learner, args, kwargs)
+            out = runner(fn if exercise.forks_ranks else learner, args, kwargs)  # (ranks get fn by pickle)
             runtime.synchronize()
         # before anything else runs: which elements of what the learner returned its kernels wrote, and did not
         # change after (WritesEveryOutput)
