@@ -13,7 +13,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .counters import FREE_OPS  # allocations and views: no work to hide
+from .counters import FREE_OPS
+
+# allocations, views and metadata: no work to hide. detach_: torch.tensor(...) detaches the tensor it builds
+# below the Python dispatch key, so the mode never sees what the profiler does
+NO_WORK = FREE_OPS | {"detach_", "lift_fresh"}
 
 
 def _listing(counts: Counter, limit: int = 6) -> str:
@@ -26,7 +30,7 @@ def hidden_ops(entry: dict) -> tuple[Counter, Counter]:
     """(operators the profiler saw that the counters did not, those of them on another thread)."""
     watch = entry.get("watch") or {}
     seen = Counter(entry.get("torch_ops") or {}) + Counter(entry.get("torch_internal_ops") or {})
-    profiled = Counter({k: v for k, v in (watch.get("ops") or {}).items() if k not in FREE_OPS})
+    profiled = Counter({k: v for k, v in (watch.get("ops") or {}).items() if k not in NO_WORK})
     hidden = profiled - seen
     elsewhere = Counter({k: min(v, hidden[k]) for k, v in (watch.get("ops_elsewhere") or {}).items() if hidden[k]})
     return hidden, elsewhere

@@ -245,10 +245,12 @@ def dispatch_visible(name: str, overload: str = "") -> bool:
         if op and namespace not in ("profiler",):
             try:
                 packet = getattr(getattr(torch.ops, namespace), op)
-                overloads = [overload] if overload else packet.overloads()
+                # the profiler does not say which overload ran: an operator is visible when one of its
+                # functional overloads (out= variants are not what a call without out= reaches) is not implicit
+                overloads = [getattr(packet, o) for o in ([overload] if overload else packet.overloads())]
                 implicit = torch._C.DispatchKey.CompositeImplicitAutograd
-                visible = any(not getattr(packet, o or "default").has_kernel_for_dispatch_key(implicit)
-                              for o in overloads)
+                visible = any(not o.has_kernel_for_dispatch_key(implicit) for o in overloads
+                              if overload or not any(a.is_out for a in o._schema.arguments))
             except Exception:  # noqa: BLE001 - not an operator: a user annotation, a runtime call
                 visible = False
         _visible_cache[key] = visible

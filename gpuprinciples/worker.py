@@ -453,6 +453,9 @@ def preload() -> str | None:
     with counters.record():
         torch.ones(2) + 1
     if not runtime.HAS_CUDA:
+        # PyTorch's profiler starts slowly the first time in a process (seconds): once here, not per check
+        with observe.Watch(gpu=False):
+            torch.ones(2) + 1
         return runtime.self_test()
     # a GPU check times torch.compile'd baselines: Inductor's modules (seconds to import) come in
     # once here, not in every child; importing them does not initialise CUDA (the probe below checks)
