@@ -368,7 +368,8 @@ def _kernels(events, windows) -> dict:
     """On a GPU: every kernel by name, and which of them an operator launched (its runtime call, linked by
     correlation id, lies inside an operator counted above)."""
     cuda = torch.autograd.DeviceType.CUDA
-    runtime_calls = {e.correlation_id(): e for e in events if e.device_type() != cuda}
+    runtime_calls = {e.correlation_id(): e for e in events  # the CUDA runtime's and driver's launch calls
+                     if e.device_type() != cuda and e.name().startswith(("cuda", "cu"))}
     kernels, under_ops = Counter(), Counter()
     for e in events:
         if e.device_type() != cuda or _is_copy(e.name()):
