@@ -38,6 +38,9 @@ except ImportError:  # pragma: no cover - a dependency; without it child process
 
 _MARK = "gpuprinciples::call"
 _STDLIB = tuple(os.path.realpath(p) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+# a Python installed inside its environment keeps site-packages under the standard library's folder (the H200
+# image: /opt/torch/.venv/lib/python3.12/site-packages): installed packages are not the standard library
+_SITE = tuple(os.path.realpath(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
 _OURS = tuple(os.path.realpath(os.path.dirname(m.__file__)) for m in (torch,) if getattr(m, "__file__", None))
 _current_frames, _get_ident, _getframe = sys._current_frames, _thread.get_ident, sys._getframe
 
@@ -61,7 +64,7 @@ def _learners_frame(skip: int = 2):
     frame = _getframe(skip)
     while frame is not None:
         path = os.path.realpath(frame.f_code.co_filename)
-        if not path.startswith(_STDLIB) and not path.startswith("<frozen"):
+        if (path.startswith(_SITE) or not path.startswith(_STDLIB)) and not path.startswith("<frozen"):
             return None if path.startswith(_OURS) else frame
         frame = frame.f_back
     return None
@@ -325,7 +328,7 @@ class Watch:
                 stopped = False
         marks = sum(1 for e in events if e.name() == _MARK)
         cpu = [e for e in events if e.device_type() == torch.autograd.DeviceType.CPU]
-        ops, elsewhere, windows = Counter(), Counter(), []
+        ops, elsewhere = Counter(), Counter()
         by_thread: dict[int, list] = {}
         for e in cpu:
             by_thread.setdefault(e.start_thread_id(), []).append(e)
@@ -340,14 +343,13 @@ class Watch:
                     name = _short(e.name())
                     ops[name] += 1
                     open_until = e.start_ns() + e.duration_ns()
-                    windows.append((e.start_thread_id(), e.start_ns(), open_until))
                     if e.start_thread_id() != self._caller_tid(cpu):
                         elsewhere[name] += 1
             threads[events_here[0].start_thread_id()] = len(events_here)
         out = {"profiled": True, "all_threads": self.all_threads, "profiler_on": stopped and marks >= 2,
                "ops": dict(ops), "ops_elsewhere": dict(elsewhere)}
         if self.gpu:
-            out.update(_kernels(events, windows))
+            out.update(_kernels(events))
         return out
 
     def _caller_tid(self, cpu) -> int:
@@ -364,20 +366,18 @@ def _overload(event) -> str:
         return ""
 
 
-def _kernels(events, windows) -> dict:
-    """On a GPU: every kernel by name, and which of them an operator launched (its runtime call, linked by
-    correlation id, lies inside an operator counted above)."""
+def _kernels(events) -> dict:
+    """On a GPU: every kernel by name, and which of them an operator launched (the profiler links a kernel to
+    the innermost operator whose code launched it: its `linked_correlation_id` is that operator's id)."""
     cuda = torch.autograd.DeviceType.CUDA
-    runtime_calls = {e.correlation_id(): e for e in events  # the CUDA runtime's and driver's launch calls
-                     if e.device_type() != cuda and e.name().startswith(("cuda", "cu"))}
+    operators = {e.correlation_id(): e.name() for e in events
+                 if e.device_type() != cuda and "::" in e.name() and e.name() != _MARK}
     kernels, under_ops = Counter(), Counter()
     for e in events:
         if e.device_type() != cuda or _is_copy(e.name()):
             continue
         kernels[e.name()] += 1
-        call = runtime_calls.get(e.linked_correlation_id())
-        if call is not None and any(tid == call.start_thread_id() and start <= call.start_ns() < end
-                                    for tid, start, end in windows):
+        if e.linked_correlation_id() in operators:
             under_ops[e.name()] += 1
     return {"kernels": dict(kernels), "kernels_under_ops": dict(under_ops)}
 

@@ -179,3 +179,44 @@ def test_on_a_gpu_the_profiler_names_library_kernels_hidden_from_the_mode():
     assert len(kernels) >= 2, kernels  # and cuBLAS's
     assert "mm×1" in said(entry), said(entry)
     assert not honesty.unexplained_kernels(entry), entry  # the gemm is the (hidden) mm's
+
+
+class _Event:
+    """A stand-in for the profiler's _KinetoEvent, with the fields observe._kernels reads."""
+
+    def __init__(self, name, device, correlation=0, linked=0):
+        self._name, self._device, self._correlation, self._linked = name, device, correlation, linked
+
+    def name(self):
+        return self._name
+
+    def device_type(self):
+        return self._device
+
+    def correlation_id(self):
+        return self._correlation
+
+    def linked_correlation_id(self):
+        return self._linked
+
+
+def test_a_kernel_is_an_operators_when_the_profiler_links_it_to_one():
+    cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+    events = [_Event("aten::mm", cpu, correlation=7), _Event("cudaLaunchKernel", cpu, correlation=99, linked=7),
+              _Event("nvjet_gemm", cuda, linked=7), _Event("my_triton_kernel", cuda),
+              _Event("cublas_gemm_from_ctypes", cuda, linked=99), _Event("Memcpy HtoD", cuda, linked=7)]
+    seen = observe._kernels(events)
+    assert seen["kernels"] == {"nvjet_gemm": 1, "my_triton_kernel": 1, "cublas_gemm_from_ctypes": 1}
+    assert seen["kernels_under_ops"] == {"nvjet_gemm": 1}  # a runtime call is no operator
+
+
+def test_a_frame_in_site_packages_is_no_standard_library_frame(monkeypatch):
+    """On the H200 image Python lives in its venv: site-packages sits under the standard library's folder, and
+    Triton's compiler (starting ptxas) must still be told apart from the learner's code."""
+    import os
+    package = os.path.dirname(os.path.realpath(observe.__file__))
+    monkeypatch.setattr(observe, "_STDLIB", (os.path.dirname(package),))  # the package under "the stdlib" ...
+    monkeypatch.setattr(observe, "_SITE", (package,))  # ... in "site-packages"
+    assert observe._learners_frame(0) is None  # the innermost frame is this package's: not the learner's
+    monkeypatch.setattr(observe, "_SITE", ())
+    assert observe._learners_frame(0) is not None  # read as the stdlib, it was skipped: pytest's frame was blamed
