@@ -54,7 +54,8 @@ def sentences(watched: list[dict], where: str) -> list[str]:
         at = f"{call} of {where}"
         watch = entry.get("watch") or {}
         noted = list(watch.get("noted") or ())
-        if watch.get("profiled") and not watch.get("profiler_on", True) or any(n.startswith("profiler:") for n in noted):
+        switched_off = watch.get("profiled") and not watch.get("profiler_on", True)
+        if switched_off or any(n.startswith("profiler:") for n in noted):
             out.setdefault("profiler", f"switched PyTorch's profiler or its RecordFunction off during the {at}: "
                                        "the grader records every operator there; leave the profiler alone")
         hidden, elsewhere = hidden_ops(entry)

@@ -42,7 +42,7 @@ _STDLIB = tuple(os.path.realpath(p) for p in {sysconfig.get_paths()["stdlib"], s
 # image: /opt/torch/.venv/lib/python3.12/site-packages): installed packages are not the standard library
 _SITE = tuple(os.path.realpath(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
 _OURS = tuple(os.path.realpath(os.path.dirname(m.__file__)) for m in (torch,) if getattr(m, "__file__", None))
-_current_frames, _get_ident, _getframe = sys._current_frames, _thread.get_ident, sys._getframe
+_current_frames, _getframe = sys._current_frames, sys._getframe
 
 try:
     import triton as _triton
@@ -292,7 +292,6 @@ class Watch:
         self.before = snapshot()
         _noted.clear()
         self.prof = None
-        self.caller = _get_ident()
         if self.profile:
             from torch.profiler import profile
             config, self.all_threads = _all_threads_config()

@@ -272,8 +272,10 @@ def summarize_rounds(rounds, a: str, b: str) -> dict:
     """What a grading child's raw rounds (per round: name -> seconds) say, computed in the grader's process
     (the child sends raw times only): each name's median in ms, and `a`'s speedup over `b`
     [ratio, 95% low, 95% high]. Raises ValueError on rounds that are not numbers of both."""
-    if not isinstance(rounds, (list, tuple)) or not all(
-            isinstance(r, dict) and all(isinstance(r.get(k), (int, float)) and r[k] > 0 for k in (a, b)) for r in rounds):
+    def timed(r) -> bool:
+        return isinstance(r, dict) and all(isinstance(r.get(k), (int, float)) and r[k] > 0 for k in (a, b))
+
+    if not isinstance(rounds, (list, tuple)) or not all(map(timed, rounds)):
         raise ValueError("the timed rounds are not positive times of both")
     names = list(rounds[0]) if rounds else [a, b]
     s = bootstrap_speedup([r[a] for r in rounds], [r[b] for r in rounds], a=a, b=b)
