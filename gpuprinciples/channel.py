@@ -134,6 +134,7 @@ class Job(Message):
 class Ready(Message):
     EVENT: typing.ClassVar[str] = "ready"
     tampered: list = field(default_factory=list)
+    left_at_import: dict = field(default_factory=dict)  # observe.import_leftovers: judged by honesty.py
 
 
 @dataclass
@@ -164,6 +165,7 @@ class CaseResult(Message):
     decoy_output: Any = None
     counts: dict = field(default_factory=dict)
     tampered: list = field(default_factory=list)
+    watched: list = field(default_factory=list)  # per call (warm-up, graded): observe.py's evidence
 
     @property
     def ran(self) -> bool:
@@ -186,6 +188,7 @@ class TimingResult(Message):
     fingerprints: list = field(default_factory=list)
     timed_counts: list = field(default_factory=list)
     tampered: list = field(default_factory=list)
+    watched: list = field(default_factory=list)  # the first (warm-up) call's evidence and what the timed calls left
 
 
 REPLIES: dict[str, type[Message]] = {m.EVENT: m for m in (Ready, LoadError, CaseResult, TimingResult)}

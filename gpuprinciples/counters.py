@@ -114,6 +114,11 @@ class Recording:
     torch_ops: Counter = field(default_factory=Counter)
     torch_compute_ops: Counter = field(default_factory=Counter)
     torch_bytes: int = 0
+    # operators Triton's machinery ran during a launch (not the learner's; the profiler sees them too)
+    torch_internal_ops: Counter = field(default_factory=Counter)
+    # on a GPU: launches of an autotuner's benchmark runs, by kernel name (not the learner's launches;
+    # the profiler's kernel record has them)
+    benchmark_launches: Counter = field(default_factory=Counter)
     largest_new_numel: int = 0
     flops_by_dtype: Counter = field(default_factory=Counter)
     saved_bytes: int = 0
@@ -141,24 +146,42 @@ class Recording:
     # with record(stores=True), under the interpreter: (byte addresses, item size) of every store, so
     # that `unwritten` can tell which elements of a result no kernel of this call wrote
     track_stores: bool = False
-    stores: list[tuple[np.ndarray, int]] = field(default_factory=list, repr=False)
+    stores: list[tuple[np.ndarray, int, np.ndarray | None]] = field(default_factory=list, repr=False)
 
     def unwritten(self, t: torch.Tensor) -> int:
         """How many elements of `t` (host memory) no Triton store of this recording wrote, every byte."""
+        return self.written_check(t)[0]
+
+    def written_check(self, t: torch.Tensor) -> tuple[int, int]:
+        """(elements of `t` no Triton store of this recording wrote, every byte; elements written whose
+        bytes now differ from what the last store to them wrote: changed after the kernel stored them).
+        Host memory only (the interpreter); (0, 0) otherwise."""
         if not _has_memory(t) or t.device.type != "cpu":
-            return 0
+            return 0, 0
         first, end = _byte_range(t)
         covered = np.zeros(end - first, dtype=bool)
-        for addresses, itemsize in self.stores:
-            inside = addresses[(addresses >= first) & (addresses < end)] - first
+        known = np.zeros(end - first, dtype=bool)  # the last store here had a value we could read
+        last = np.zeros(end - first, dtype=np.uint8)
+        for addresses, itemsize, values in self.stores:
+            keep = (addresses >= first) & (addresses < end)
+            inside = addresses[keep] - first
+            good = values is not None and values.shape[1:] == (itemsize,)
             for k in range(itemsize):
-                covered[np.minimum(inside + k, covered.size - 1)] = True
+                at = np.minimum(inside + k, covered.size - 1)
+                covered[at] = True
+                known[at] = good
+                if good:
+                    last[at] = values[keep, k]
         offsets = sum(np.meshgrid(*[np.arange(n, dtype=np.int64) * stride for n, stride in zip(t.shape, t.stride())],
                                   indexing="ij"), np.zeros((), dtype=np.int64)).reshape(-1) * t.element_size()
+        live = np.ctypeslib.as_array((ctypes.c_uint8 * (end - first)).from_address(first))
         written = np.ones(offsets.size, dtype=bool)
+        changed = np.zeros(offsets.size, dtype=bool)
         for k in range(t.element_size()):
-            written &= covered[offsets + k]
-        return int(offsets.size - written.sum())
+            at = offsets + k
+            written &= covered[at]
+            changed |= known[at] & (live[at] != last[at])
+        return int(offsets.size - written.sum()), int((changed & written).sum())
 
     @property
     def triton_launches(self) -> int:
@@ -181,6 +204,8 @@ class Recording:
             "torch_ops": dict(self.torch_ops),
             "torch_compute_ops": dict(self.torch_compute_ops),
             "torch_bytes": self.torch_bytes,
+            "torch_internal_ops": dict(self.torch_internal_ops),
+            "benchmark_launches": dict(self.benchmark_launches),
             "largest_new_numel": self.largest_new_numel,
             "flops_by_dtype": dict(self.flops_by_dtype),
             "saved_bytes": self.saved_bytes,
@@ -205,6 +230,9 @@ class Recording:
 
 
 _state = threading.local()
+# the recordings in progress, one list for every thread: a Triton launch (and, under the interpreter, each
+# load and store) from a worker thread the learner's code started counts like one from the grader's
+_STACK: list["Recording"] = []
 # bound now, as module names the worker watches: learner code replacing gpucompile's is seen
 _compile_launch, _from_compiled = gpucompile.compile_launch, gpucompile.from_compiled
 _cuda_current_stream, _cuda_initialized = torch.cuda.current_stream, torch.cuda.is_initialized  # before learner code
@@ -212,7 +240,7 @@ _cuda_current_stream, _cuda_initialized = torch.cuda.current_stream, torch.cuda.
 
 def _active() -> list[Recording]:
     if not hasattr(_state, "stack"):
-        _state.stack = []
+        _state.stack = _STACK
         _state.in_triton = 0  # inside Triton's own machinery: its PyTorch operators are not the learner's
         _state.benchmarking = 0  # inside an autotuner's benchmark: its launches are not the learner's
         _state.launching = None  # the InterpretedFunction whose launch is starting
@@ -236,9 +264,10 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
             itemsize = max(ptrs.dtype.element_ty.primitive_bitwidth // 8, 1)
             block = np.asarray(ptrs.data)
             addresses = block.reshape(-1)
+            on_mask = None
             if mask_index >= 0 and args[mask_index] is not None:
-                on = np.broadcast_to(np.asarray(args[mask_index].data, dtype=bool), block.shape).reshape(-1)
-                addresses = addresses[on]
+                on_mask = np.broadcast_to(np.asarray(args[mask_index].data, dtype=bool), block.shape).reshape(-1)
+                addresses = addresses[on_mask]
             nbytes = int(addresses.size) * itemsize
             if "atomic" in method_name:  # read-modify-write moves the bytes both ways
                 op_bytes = {"load": nbytes, "store": nbytes}
@@ -264,7 +293,8 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
                     rec.launches[-1].load_bytes += op_bytes.get("load", 0)
                     rec.launches[-1].store_bytes += op_bytes.get("store", 0)
                 if rec.track_stores and op_bytes.get("store"):
-                    rec.stores.append((addresses.astype(np.int64), itemsize))
+                    rec.stores.append((addresses.astype(np.int64), itemsize,
+                                       None if "atomic" in method_name else _stored_bytes(args, block, on_mask)))
                 if rec.trace:
                     name = rec.launches[-1].name if rec.launches else "?"
                     rec.accesses.append(Access(name, tuple(builder.grid_idx), op, addresses.copy(), itemsize,
@@ -272,6 +302,17 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
         return original(self, *args, **kwargs)
 
     return counted
+
+
+def _stored_bytes(args, block: np.ndarray, on_mask) -> np.ndarray | None:
+    """The bytes a masked store writes, lane by lane (uint8 [lanes, itemsize]), in the order of its addresses."""
+    try:
+        values = np.ascontiguousarray(np.broadcast_to(np.asarray(args[1].data), block.shape)).reshape(-1)
+        if on_mask is not None:
+            values = values[on_mask]
+        return values.view(np.uint8).reshape(values.size, -1).copy()
+    except Exception:  # noqa: BLE001 - a store whose value we cannot read is still a store of its addresses
+        return None
 
 
 def _reread(cached_seen: list[tuple[int, np.ndarray]], addresses: np.ndarray, itemsize: int) -> int:
@@ -436,9 +477,13 @@ def _on_gpu_launch(metadata) -> None:
     try:
         stack = _active()
         pending, _state.pending = _state.pending, None
-        if not stack or _state.benchmarking:
+        if not stack:
             return
         name = runtime.launched_kernel_name(metadata)
+        if _state.benchmarking:
+            for rec in stack:
+                rec.benchmark_launches[name or "kernel"] += 1
+            return
         kernel, grid = pending if pending is not None and pending[0].name == (name or pending[0].name) else (None, "?")
         _note_launch(name or getattr(kernel, "name", "kernel"), grid)
         if kernel is not None:
@@ -485,11 +530,12 @@ class _OpRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         _active()
-        if _state.in_triton:
-            return out
-        stack = [self.rec]
         name = func.overloadpacket.__name__
         namespace = getattr(func, "namespace", "aten")
+        if _state.in_triton:  # Triton's own (the interpreter's copies, an autotuner's cache flush)
+            self.rec.torch_internal_ops[name if namespace in ("aten", "prims") else f"{namespace}::{name}"] += 1
+            return out
+        stack = [self.rec]
         if namespace not in ("aten", "prims"):
             # a custom operator (torch.library): the operators inside it never reach this mode, so what it
             # does is unseen; it counts as compute, named with its namespace (profiler markers do nothing)

@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from . import judge, runtime
+from . import honesty, judge, runtime
 from .channel import CaseResult, LoadError, Ready, TimingResult
 from .exercises import FunctionExercise, LaunchesTriton, ValueExercise, compare_tensors, compare_values
 from .exercises import get as get_exercise
@@ -179,6 +179,8 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
             report.output = box.output()
             return
         _note_tampering(report, hello.tampered)
+        for reason in honesty.import_sentences(hello.left_at_import):
+            report.fail(reason)
 
         verdicts: list[judge.CaseVerdict] = []
         for index, (case, want) in enumerate(zip(cases, expected)):
@@ -194,8 +196,10 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
                 report.output = box.output()
                 return
             verdicts.append(judge.judge_case(exercise, case, want, result, runtime.DEVICE))
+            if honesty.left_running(result.watched):  # the next cases would run beside it: this one says why
+                break
             if case.kwargs.get("timed") and isinstance(result.output, dict):
-                report.measurements["on this GPU"] = _plain_numbers(result.output)  # time, memory: shown
+                report.measurements["on this GPU"] = _plain_numbers(_summarized(result.output))  # time, memory
 
         phase("cases")
         for reason in judge.case_reasons(verdicts):
@@ -250,6 +254,24 @@ def _requirement_mode() -> str:
     return "cpu" if runtime.INTERPRETER else "gpu"
 
 
+def _summarized(value):
+    """A timed case's output with its raw rounds replaced by their medians, computed here (timing.py)."""
+    from .timing import summarize_rounds
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if key == "rounds" and isinstance(item, list) and item and isinstance(item[0], dict):
+            names = list(item[0])
+            try:
+                out["median_ms"] = summarize_rounds(item, names[0], names[-1])["median_ms"]
+            except (ValueError, IndexError):
+                pass
+        else:
+            out[key] = _summarized(item)
+    return out
+
+
 def _plain_numbers(value):
     """Numbers, strings and their lists and dicts, rounded for a report; anything else left out."""
     if isinstance(value, dict):
@@ -302,6 +324,8 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
         report.fail(box.failure)
         return
     _note_tampering(report, result.tampered)
+    for reason in honesty.sentences(result.watched, "timing input"):
+        report.fail(reason)
     references, args = [], None
     for seed in seeds:
         variant = spec.inputs(torch.Generator(device="cuda").manual_seed(seed), "cuda")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import roofline
+from . import honesty, roofline
 from .channel import CaseResult, TimingResult
 from .exercises import Case, compare_tensors
 from .exercises.base import BytesWithin, memory_bytes
@@ -69,6 +69,7 @@ def judge_case(exercise, case: Case, want, result: CaseResult, device: str) -> C
     elif result.inputs_changed_while_read:
         problems.append(f"changed its input on {where} while a kernel was reading it (and put it back afterwards): "
                         "the kernel read values that were not the input's; inputs must be left as they were")
+    problems += honesty.sentences(result.watched, where)  # work hidden from the counters (observe.py)
     if result.aliases_input:
         problems.append(f"returned its input (or a view of it) on {where}: return a new tensor")
     if result.reuses_output:

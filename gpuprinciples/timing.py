@@ -268,6 +268,21 @@ def bootstrap_speedup_unpaired(t_a, t_b, *, resamples: int = 2000, confidence: f
     return Speedup(float(np.median(t_b) / np.median(t_a)), float(low), float(high), min(len(t_a), len(t_b)), a, b)
 
 
+def summarize_rounds(rounds, a: str, b: str) -> dict:
+    """What a grading child's raw rounds (per round: name -> seconds) say, computed in the grader's process
+    (the child sends raw times only): each name's median in ms, and `a`'s speedup over `b`
+    [ratio, 95% low, 95% high]. Raises ValueError on rounds that are not numbers of both."""
+    def timed(r) -> bool:
+        return isinstance(r, dict) and all(isinstance(r.get(k), (int, float)) and r[k] > 0 for k in (a, b))
+
+    if not isinstance(rounds, (list, tuple)) or not all(map(timed, rounds)):
+        raise ValueError("the timed rounds are not positive times of both")
+    names = list(rounds[0]) if rounds else [a, b]
+    s = bootstrap_speedup([r[a] for r in rounds], [r[b] for r in rounds], a=a, b=b)
+    return {"median_ms": {n: float(np.median([r[n] for r in rounds])) * 1e3 for n in names},
+            "speedup": [s.ratio, s.ci_low, s.ci_high]}
+
+
 @dataclass(frozen=True)
 class Comparison:
     timings: dict[str, Timings]

@@ -41,7 +41,7 @@ _perf_counter = time.perf_counter
 
 import torch  # noqa: E402
 
-from . import channel, counters, gpucompile, judge, runtime, sandbox, timing  # noqa: E402  (timing: its clocks)
+from . import channel, counters, gpucompile, judge, observe, runtime, sandbox, timing  # noqa: E402  (timing: its clocks)
 from .channel import CaseResult, Job, LoadError, Ready, TimingResult  # noqa: E402
 from .exercises import get as get_exercise  # noqa: E402
 from .exercises.base import cached_inputs  # noqa: E402
@@ -149,27 +149,83 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return _equal(a, b)
 
 
+class _Unwatched:
+    """Where the grader itself starts processes (distributed ranks): no watch."""
+
+    evidence: dict = {}
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _watched_entry(call: str, watch, rec) -> dict:
+    """One call's raw evidence for honesty.py: the watch's, and what the counters saw to compare it with."""
+    from collections import Counter
+    return {"call": call, "watch": dict(watch.evidence), "torch_ops": dict(rec.torch_ops),
+            "torch_internal_ops": dict(rec.torch_internal_ops), "triton": dict(Counter(rec.kernel_names)),
+            "benchmark": dict(rec.benchmark_launches)}
+
+
+def _returned_problems(returned: list) -> list[str]:
+    """What the learner's function returned that is not plain memory the grader can read: tensor subclasses
+    and lazy values (their elements are computed when read, after the call and its counters)."""
+    bad = []
+    for value in returned:
+        for t in counters.tensors_in(value):
+            if type(t) is not torch.Tensor:
+                bad.append(f"{type(t).__module__}.{type(t).__qualname__}")
+    return bad
+
+
 def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dict, *,
              _record=counters.record, _tampered=_tampered, _portable=_portable,
-             _tensors_in=counters.tensors_in) -> CaseResult:
+             _tensors_in=counters.tensors_in, _Watch=observe.Watch) -> CaseResult:
     # (the defaults are bound now, before learner code runs: replacing the module's names does nothing)
     args = _to_device(case["args"], device)
     kwargs = _to_device(case["kwargs"], device)
     result = CaseResult(index=case["index"])
     runner = exercise.run or (lambda f, a, k: f(*a, **k))
+    # the profiler for kernel exercises (their PyTorch work is counted and limited); threads and processes
+    # for all but those whose ranks the grader starts itself
+    profile = any(type(r).__name__ == "LaunchesTriton" for r in exercise.requirements)
+    gpu = device != "cpu"
+
+    def watching(gpu):
+        return _Unwatched() if exercise.forks_ranks else _Watch(gpu, profile=profile)
+
+    returned: list = []  # what the learner's function returned on the graded call, however `run` calls it
+
+    def learner(*a, **k):
+        out = fn(*a, **k)
+        returned.append(out)
+        return out
+
     decoy_out = None
     try:
-        if case.get("decoy") is not None:  # warm-up, autotuning, and a trap for cached answers
-            decoy_out = runner(fn, _to_device(case["decoy"], device), kwargs)
-            runtime.synchronize()
+        if case.get("decoy") is not None:  # warm-up, autotuning, and a trap for cached answers: judged too
+            with watching(gpu) as seen, _record() as decoy_rec:
+                decoy_out = runner(fn, _to_device(case["decoy"], device), kwargs)
+                runtime.synchronize()
+            result.watched.append(_watched_entry("warm-up call", seen, decoy_rec))
             result.decoy_output = _portable(decoy_out)  # a copy, taken before the next call
             result.has_decoy_output = True
         pristine = [_clone(t) for t in _tensors_in(args)]
         runtime.synchronize()
-        with _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args),
-                     stores=exercise.run is None) as rec:
-            out = runner(fn, args, kwargs)
+        with watching(gpu) as seen, _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args),
+                                            stores=True) as rec:
+            out = runner(fn if exercise.forks_ranks else learner, args, kwargs)  # (ranks get fn by pickle)
             runtime.synchronize()
+        # before anything else runs: which elements of what the learner returned its kernels wrote, and did not
+        # change after (WritesEveryOutput)
+        plain = [t for t in _tensors_in(returned) if type(t) is torch.Tensor]
+        written = [rec.written_check(t) for t in plain] if rec.track_stores else []
+        result.watched.append(_watched_entry("graded call", seen, rec))
     except BaseException as exc:  # noqa: BLE001 - the learner's error, reported in words
         result.not_attempted = isinstance(exc, NotImplementedError)
         result.error = _describe_error(exc, source_file)
@@ -191,16 +247,17 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     result.output_device = str(out.device.type) if isinstance(out, torch.Tensor) else None
     result.counts = rec.as_dict()
     if rec.track_stores:  # which elements of the result no kernel of this call wrote (WritesEveryOutput)
-        plain = [t for t in outs if type(t) is torch.Tensor]
         result.counts["output_elements"] = sum(t.numel() for t in plain)
-        result.counts["output_unwritten"] = sum(rec.unwritten(t) for t in plain)
+        result.counts["output_unwritten"] = sum(w[0] for w in written)
+        result.counts["output_changed"] = sum(w[1] for w in written)
+    result.counts["returned_not_plain"] = _returned_problems(returned)
     result.tampered = _tampered(watch)
     return result
 
 
 def time_case(exercise, fn, command: dict, device: str, source_file: str, watch: dict, *,
               _tampered=_tampered, _record=counters.record, _copy=_copy,
-              _fingerprint=judge.fingerprint) -> TimingResult:
+              _fingerprint=judge.fingerprint, _Watch=observe.Watch) -> TimingResult:
     """Time the learner's function against the baselines on large inputs, and send back only raw
     measurements. Each seed in `command["seeds"]` makes one variant of the inputs; before every
     round the next variant is copied into the same buffers (same pointers, other values), and every
@@ -241,9 +298,13 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
                 return baseline(*call_args)
         return call
 
+    gpu = device != "cpu"
     try:
-        first = fn(*args)  # not counted: a first call on new shapes may autotune (many launches)
-        runtime.synchronize()
+        # a first call on new shapes may autotune (many launches): recorded and watched, its counts not judged
+        with _Watch(gpu) as seen, _record() as first_rec:
+            first = fn(*args)
+            runtime.synchronize()
+        result.watched.append(_watched_entry("first timing call", seen, first_rec))
         if type(first) is not torch.Tensor:
             raise TypeError(f"returned a {type(first).__name__} on the timing input")
         note(first)
@@ -251,9 +312,14 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
         wanted = command.get("baselines", list(spec.baselines))  # the others were timed in an earlier check
         fns = {"yours": counted, **{name: b if spec.flush else instrumented(b) for name, b in spec.baselines.items()
                                     if name in wanted}}
-        comparison = timing.compare(fns, args=args, device=device, budget_s=command.get("budget_s", 1.0),
-                                    flush=spec.flush, before_round=lambda r: load(r + 1),
-                                    on_result=lambda name, out: note(out) if name == "yours" else None)
+        before = observe.snapshot()
+        with observe.armed():  # threads and processes the timed calls start or leave (not profiled: the clock runs)
+            comparison = timing.compare(fns, args=args, device=device, budget_s=command.get("budget_s", 1.0),
+                                        flush=spec.flush, before_round=lambda r: load(r + 1),
+                                        on_result=lambda name, out: note(out) if name == "yours" else None)
+        left = observe.leftovers(*before)
+        left["noted"] = observe.take_noted()
+        result.watched.append({"call": "timed calls", "watch": left})
         result.rounds = [dict(r) for r in comparison.rounds]
         result.after_window = {name: list(t.after_samples) for name, t in comparison.timings.items()}
     except BaseException as exc:  # noqa: BLE001
@@ -330,6 +396,7 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
         end_all()  # nothing the learner's code started outlives the check
         exit_now(0)  # without waiting for threads the learner's code left running
 
+    observe.install()  # before the learner's module: the audit hook and the watched primitives
     problem = runtime.self_test()
     if problem:
         reply(LoadError(error=problem, internal=True))
@@ -345,7 +412,10 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
         prepare_path(job)
         # forked now, before learner code or any case is in this process: distributed ranks come from it
         sandbox.Zygote.current = sandbox.Zygote(close_fds=(in_fd, out_fd)) if exercise.forks_ranks else None
-        fn, source_file = load_function(job)
+        before = observe.snapshot()
+        with observe.armed():
+            fn, source_file = load_function(job)
+        left_at_import = {} if exercise.forks_ranks else observe.import_leftovers(*before)
     except BaseException as exc:  # noqa: BLE001
         reply(LoadError(error=_describe_error(exc, source_file)))
         finish()
@@ -353,7 +423,7 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
         reply(LoadError(error=f"`{job.name}` is a {type(fn).__name__}, not a function: give the name of the "
                               "function to grade"))
         finish()
-    reply(Ready(tampered=tampered(watch)))
+    reply(Ready(tampered=tampered(watch), left_at_import=left_at_import))
 
     closed = channel.ChannelClosed
     try:
@@ -383,6 +453,9 @@ def preload() -> str | None:
     with counters.record():
         torch.ones(2) + 1
     if not runtime.HAS_CUDA:
+        # PyTorch's profiler starts slowly the first time in a process (seconds): once here, not per check
+        with observe.Watch(gpu=False):
+            torch.ones(2) + 1
         return runtime.self_test()
     # a GPU check times torch.compile'd baselines: Inductor's modules (seconds to import) come in
     # once here, not in every child; importing them does not initialise CUDA (the probe below checks)

@@ -333,8 +333,9 @@ def test_lower_precision_arithmetic_fails():
 def test_a_thread_that_keeps_writing_spoils_the_result_and_not_the_grader():
     report = result("thread_keeps_writing")
     assert report.status == FAILED
-    assert "values wrong" in reasons(report)
-    assert report.checks and report.checks[0].detail.startswith("0 of ")  # every case was run and judged
+    # seen when the call returns: the thread is still running, and the check ends there (the next cases
+    # would run beside it)
+    assert "still running after it returned" in reasons(report)
 
 
 @uses("fork_orphan")

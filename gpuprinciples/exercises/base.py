@@ -127,6 +127,15 @@ class WritesEveryOutput(Requirement):
             return (f"{missing:,} of the {counts['output_elements']:,} output elements were not written by a Triton "
                     f"store in this call (case {case.label}): every element of the result must come from your "
                     "kernel, not from PyTorch, NumPy, another process or an earlier call")
+        changed = counts.get("output_changed")
+        if changed:
+            return (f"{changed:,} of the {counts['output_elements']:,} output elements hold other values than your "
+                    f"kernel stored there (case {case.label}): something changed them after the kernel ran; return "
+                    "what your kernel wrote")
+        lazy = counts.get("returned_not_plain")
+        if lazy:
+            return (f"returned a {lazy[0]}, not a plain torch.Tensor (case {case.label}): a tensor subclass or lazy "
+                    "value computes its elements outside the call; return the tensor your kernel wrote")
         return None
 
 
@@ -448,11 +457,10 @@ class FunctionExercise:
 
     def __post_init__(self):
         # One verdict everywhere: an exercise that asks for a Triton kernel also asks that a GPU accept it,
-        # and (where it returns the result itself) that the kernel wrote every element of that result
+        # and that its kernels wrote every element of what the learner's function returned (its own `run` or not)
         kinds = [type(r) for r in self.requirements]
         if LaunchesTriton in kinds:
-            implied = [r for r in (CompilesForGPU(), WritesEveryOutput() if self.run is None else None)
-                       if r is not None and type(r) not in kinds]
+            implied = [r for r in (CompilesForGPU(), WritesEveryOutput()) if type(r) not in kinds]
             at = kinds.index(LaunchesTriton) + 1
             object.__setattr__(self, "requirements", (*self.requirements[:at], *implied, *self.requirements[at:]))
 

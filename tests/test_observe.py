@@ -1,0 +1,222 @@
+"""Evidence a submission cannot switch off from Python (observe.py, child side; honesty.py, grader side).
+
+Each hiding trick is run under the grader's own pair, `observe.Watch` outside `counters.record`, as
+worker.run_case does, and honesty.py must name what was hidden; plain PyTorch and Triton work must
+produce no sentence (a rule that fails a right answer is wrong).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from gpuprinciples import counters, honesty, observe, runtime
+from gpuprinciples.worker import _watched_entry
+
+DEVICE = "cuda" if runtime.HAS_CUDA else "cpu"
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+def _launch(x):
+    y = torch.empty_like(x)
+    _double[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+    return y
+
+
+def watched(fn, **record):
+    observe.install()
+    with observe.Watch(gpu=DEVICE != "cpu") as seen, counters.record(**record) as rec:
+        out = fn()
+        runtime.synchronize()
+    return _watched_entry("graded call", seen, rec), rec, out
+
+
+def said(entry) -> str:
+    return " | ".join(honesty.sentences([entry], "case (8,)"))
+
+
+A = torch.randn(16, 16, device=DEVICE)
+
+
+def test_plain_pytorch_and_triton_work_is_no_hidden_work():
+    entry, _, _ = watched(lambda: (torch.matmul(A, A).softmax(-1) @ A, _launch(A), A.cos().sum()))
+    assert entry["watch"]["profiler_on"] and entry["watch"]["all_threads"]
+    assert said(entry) == "", said(entry)
+    assert entry["watch"]["ops"].get("mm", 0) >= 2  # the profiler saw what the mode saw
+
+
+def test_disabled_torch_dispatch_is_seen():
+    def hide():
+        with torch._C._DisableTorchDispatch():
+            return torch.mm(A, A)
+    entry, rec, _ = watched(hide)
+    assert "mm" not in rec.torch_compute_ops  # the mode was blind ...
+    assert "mm×1" in said(entry) and "did not see" in said(entry)  # ... the profiler was not
+
+
+def test_disable_current_modes_is_seen():
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    def hide():
+        with _disable_current_modes():
+            return torch.nn.functional.scaled_dot_product_attention(A[None], A[None], A[None])
+    entry, _, _ = watched(hide)
+    assert "did not see" in said(entry) and "bmm×2" in said(entry)  # (its CPU path: math, bmm and softmax)
+
+
+@pytest.mark.parametrize("how", ["thread", "futures"])
+def test_work_in_a_thread_is_seen(how):
+    def hide():
+        if how == "thread":
+            box = []
+            t = threading.Thread(target=lambda: box.append(A.sin()))
+            t.start()
+            t.join()
+            return box[0]
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(A.sin).result()
+    entry, _, _ = watched(hide)
+    text = said(entry)
+    assert "sin×1 on another thread" in text and "started a thread" in text, text
+
+
+def test_a_thread_still_running_is_named_and_ends_the_check():
+    stop = threading.Event()
+    entry, _, _ = watched(lambda: threading.Thread(target=stop.wait, name="lingers", daemon=True).start())
+    stop.set()
+    assert "still running after it returned: lingers" in said(entry)
+    assert honesty.left_running([entry])
+
+
+def test_switching_record_function_off_is_seen():
+    def hide():
+        torch.autograd._enable_record_function(False)
+        with torch._C._DisableTorchDispatch():
+            y = A.exp()
+        torch.autograd._enable_record_function(True)
+        return y
+    entry, _, _ = watched(hide)
+    assert "profiler or its recordfunction off" in said(entry).lower()
+    assert "exp×1" in said(entry)  # the switch was refused: the profiler saw the operator anyway
+
+
+def test_a_triton_launch_from_a_worker_thread_is_counted():
+    x = torch.randn(100, device=DEVICE)
+
+    def threaded():
+        box = []
+        t = threading.Thread(target=lambda: box.append(_launch(x)))
+        t.start()
+        t.join()
+        return box[0]
+    _, rec, out = watched(threaded)
+    assert rec.triton_launches == 1 and torch.equal(out, x * 2)
+
+
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="store values are read under the interpreter")
+def test_an_element_changed_after_its_kernel_stored_it_is_counted():
+    x = torch.randn(100)
+    with counters.record(stores=True) as rec:
+        y = _launch(x)
+        y[:7].numpy()[:] = 1.0  # NumPy: no operator, no store the counters see
+    assert rec.written_check(y) == (0, 7)
+    strided = torch.empty(10, 20)[:, :10]  # padded rows: judged by their elements
+    with counters.record(stores=True) as rec:
+        _double[(1,)](strided, strided, 0, BLOCK=64)  # stores nothing
+        z = _launch(torch.randn(10, 10))
+    assert rec.written_check(strided) == (100, 0) and rec.written_check(z) == (0, 0)
+
+
+def test_gpu_kernels_no_launch_or_operator_accounts_for_are_named():
+    entry = {"call": "graded call", "watch": {"kernels": {"my_kernel": 1, "sm90_xmma_gemm_bf16": 2},
+                                              "kernels_under_ops": {}, "ops": {}}, "triton": {"my_kernel": 1}}
+    assert honesty.unexplained_kernels(entry) == {"sm90_xmma_gemm_bf16": 2}
+    assert "sm90_xmma_gemm_bf16×2" in said(entry)
+    entry["watch"]["kernels_under_ops"] = {"sm90_xmma_gemm_bf16": 2}
+    assert said(entry) == ""
+
+
+def test_what_a_module_leaves_at_import_is_named():
+    left = {"threads_alive": ["t"], "modes": ["Quiet"], "hooks": ["a global module hook"], "noted": []}
+    text = " | ".join(honesty.import_sentences(left))
+    assert "started a thread" in text and "Quiet" in text and "global module hook" in text
+    assert honesty.import_sentences({"threads_alive": [], "processes_alive": [], "modes": [], "hooks": [],
+                                     "noted": []}) == []
+
+
+def test_statistics_come_from_raw_rounds_in_the_grader():
+    from gpuprinciples import timing
+    rounds = [{"yours": 1.0, "fp32": 2.0}, {"yours": 1.0, "fp32": 2.2}, {"yours": 1.1, "fp32": 2.0}]
+    summary = timing.summarize_rounds(rounds, "yours", "fp32")
+    assert summary["median_ms"] == {"yours": 1000.0, "fp32": 2000.0}
+    assert 1.8 < summary["speedup"][0] < 2.2 and summary["speedup"][1] <= summary["speedup"][0]
+    with pytest.raises(ValueError):
+        timing.summarize_rounds([{"yours": 1.0}], "yours", "fp32")
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_profiler_names_library_kernels_hidden_from_the_mode():
+    a = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
+
+    def hide():
+        with torch._C._DisableTorchDispatch():
+            c = torch.mm(a, a)
+        return _launch(c.float())
+    entry, rec, _ = watched(hide)
+    kernels = entry["watch"]["kernels"]
+    assert any(name.startswith("_double") for name in kernels), kernels  # the learner's Triton kernel, by name
+    assert len(kernels) >= 2, kernels  # and cuBLAS's
+    assert "mm×1" in said(entry), said(entry)
+    assert not honesty.unexplained_kernels(entry), entry  # the gemm is the (hidden) mm's
+
+
+class _Event:
+    """A stand-in for the profiler's _KinetoEvent, with the fields observe._kernels reads."""
+
+    def __init__(self, name, device, correlation=0, linked=0):
+        self._name, self._device, self._correlation, self._linked = name, device, correlation, linked
+
+    def name(self):
+        return self._name
+
+    def device_type(self):
+        return self._device
+
+    def correlation_id(self):
+        return self._correlation
+
+    def linked_correlation_id(self):
+        return self._linked
+
+
+def test_a_kernel_is_an_operators_when_the_profiler_links_it_to_one():
+    cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
+    events = [_Event("aten::mm", cpu, correlation=7), _Event("cudaLaunchKernel", cpu, correlation=99, linked=7),
+              _Event("nvjet_gemm", cuda, linked=7), _Event("my_triton_kernel", cuda),
+              _Event("cublas_gemm_from_ctypes", cuda, linked=99), _Event("Memcpy HtoD", cuda, linked=7)]
+    seen = observe._kernels(events)
+    assert seen["kernels"] == {"nvjet_gemm": 1, "my_triton_kernel": 1, "cublas_gemm_from_ctypes": 1}
+    assert seen["kernels_under_ops"] == {"nvjet_gemm": 1}  # a runtime call is no operator
+
+
+def test_a_frame_in_site_packages_is_no_standard_library_frame(monkeypatch):
+    """On the H200 image Python lives in its venv: site-packages sits under the standard library's folder, and
+    Triton's compiler (starting ptxas) must still be told apart from the learner's code."""
+    import os
+    package = os.path.dirname(os.path.realpath(observe.__file__))
+    monkeypatch.setattr(observe, "_STDLIB", (os.path.dirname(package),))  # the package under "the stdlib" ...
+    monkeypatch.setattr(observe, "_SITE", (package,))  # ... in "site-packages"
+    assert observe._learners_frame(0) is None  # the innermost frame is this package's: not the learner's
+    monkeypatch.setattr(observe, "_SITE", ())
+    assert observe._learners_frame(0) is not None  # read as the stdlib, it was skipped: pytest's frame was blamed
