@@ -377,6 +377,29 @@ def test_batch_for_budget_is_a_decision_and_each_wrong_one_says_why():
     assert "batch size" in grade("decoding.batch_for_budget", "64").reasons[0]
 
 
+def test_context_for_memory_is_a_decision_and_each_slip_says_what_it_forgot():
+    # LLAMA_8B: 128 KiB of K and V per position; 15.0 GB of bf16 weights; 90 % of 141 GB; 64 sequences; pages of 16
+    assert kv_cache_bytes(LLAMA_8B, 1, 1, torch.bfloat16) == 2 * 32 * 8 * 128 * 2
+    want = decoding._context_for_memory()
+    assert want == (int((0.9 * 141e9 - 2 * LLAMA_8B.n_params()) // (64 * 131_072)) // 16 * 16) == 13_328
+    assert grade("decoding.context_for_memory", want).status == PASSED
+    assert grade("decoding.context_for_memory", float(want)).status == PASSED
+    assert grade("decoding.context_for_memory", None).status == NOT_ATTEMPTED
+    slips = decoding._context_mistakes()
+    assert len({v for pair in slips.values() for v in pair} | {want}) == 2 * len(slips) + 1  # no two alike
+    for why, (paged, raw) in slips.items():
+        for answer in (paged, raw):
+            report = grade("decoding.context_for_memory", answer)
+            assert report.status == FAILED and why in report.reasons[0], (answer, report.reasons)
+    over = grade("decoding.context_for_memory", want + 16)
+    assert over.status == FAILED and "over the" in over.reasons[0]
+    under = grade("decoding.context_for_memory", want - 16)
+    assert under.status == FAILED and "left idle" in under.reasons[0]
+    ragged = grade("decoding.context_for_memory", want + 10)
+    assert ragged.status == FAILED and "whole pages" in ragged.reasons[0]
+    assert "number of positions" in grade("decoding.context_for_memory", "13328").reasons[0]
+
+
 def test_mha_cache_is_four_times_gqa():
     assert kv_cache_bytes(replace(LLAMA_1B, n_kv_heads=32), 1, 8192, torch.bfloat16) == 4 * kv_cache_bytes(
         LLAMA_1B, 1, 8192, torch.bfloat16)

@@ -269,6 +269,63 @@ def test_cliff_prediction_graded_against_the_answer():
     assert grade("hierarchy.l2_cliff", None).status == NOT_ATTEMPTED
 
 
+# --- l1_working_set: a decision from the recorded L1 sweep; each wrong answer says what it gets wrong ----------
+
+
+def test_l1_working_set_is_the_largest_size_within_10_percent_of_the_best():
+    curve = hierarchy.l1_curve_kib()
+    assert curve[128] == max(curve.values()) and curve[160] < 0.9 * curve[128] <= curve[96]  # RECORDED.L1_CURVE
+    assert hierarchy._l1_working_set() == 128
+    assert grade("hierarchy.l1_working_set", 128).status == PASSED
+    assert grade("hierarchy.l1_working_set", 128.0).status == PASSED
+    assert grade("hierarchy.l1_working_set", None).status == NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize("answer,says", [
+    (256, "spec sheet"),  # the L1 + shared capacity, read off the table instead of the curve
+    (160, "past the cliff"),  # the first size below the line
+    (1024, "past the cliff"),
+    (96, "at 128 kib it still read"),  # safe, but leaves L1 unused
+    (64, "too little work per pass"),  # below the line for the other reason: a small chunk
+    (131_072, "that is bytes"),
+    (100, "was not measured"),
+    ("128", "one of the measured sizes"),
+])
+def test_each_wrong_working_set_fails_with_its_own_sentence(answer, says):
+    report = grade("hierarchy.l1_working_set", answer)
+    assert report.status == FAILED and says in reasons(report), report.reasons
+
+
+# --- tiles_fp32: a decision from what the sm_90 compile reports; each broken rule says what it breaks ----------
+
+
+def test_the_largest_fp32_tile_that_fits_needs_a_smaller_bk():
+    fits = hierarchy.compile_fp32_launch(dict(BM=128, BN=256, BK=16, num_warps=8, num_stages=3))
+    assert fits.ok and fits.spills == 0 and fits.wgmma and fits.shared_bytes <= runtime.max_shared_bytes()
+    assert hierarchy.BEST_FP32_INTENSITY == pytest.approx(85.33, abs=0.01)
+    # no 256×256 launch fits: its float32 output tile staged for the TMA store is over the limit on its own
+    assert 256 * 256 * 4 > runtime.max_shared_bytes()
+    assert not hierarchy.compile_fp32_launch(dict(BM=256, BN=256, BK=8, num_warps=8, num_stages=3)).ok
+    for answer in (dict(BM=128, BN=256, BK=16, num_warps=8, num_stages=3), (256, 128, 16, 8, 3),
+                   replace(mm.Config(), BK=16)):
+        assert grade("hierarchy.tiles_fp32", answer).status == PASSED, answer
+    assert grade("hierarchy.tiles_fp32", None).status == NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize("answer,says", [
+    ((128, 256, 64, 8, 3), "twice what the same launch takes in bf16"),  # the bf16 launch of section 4, copied
+    ((128, 256, 16, 4, 3), "spilled"),  # the accumulator is 256 registers per thread with 4 warps
+    ((32, 64, 32, 4, 3), "wgmma"),  # too few rows for a warpgroup's wgmma
+    ((128, 256, 32, 8, 2), "only the next k step"),  # fits by giving up a stage
+    ((128, 128, 32, 8, 3), "a launch within the same rules reaches 85.3"),  # fits, with a smaller tile than needed
+    ((128, 256, 16, 16, 3), "choose it from"),
+    ((128, 256, 16), "the answer is a launch"),
+])
+def test_each_wrong_launch_fails_with_its_own_sentence(answer, says):
+    report = grade("hierarchy.tiles_fp32", answer)
+    assert report.status == FAILED and says in reasons(report), report.reasons
+
+
 # --- the memory-hierarchy kernels (their timing needs a GPU; what they compute does not) -----------------
 
 

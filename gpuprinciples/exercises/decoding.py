@@ -1,6 +1,8 @@
 """Lesson 10, decoding: the KV cache, and inference as a memory-bound problem.
 
 * `decoding.kv_cache_bytes`: the size of a KV cache with grouped-query attention (a function, exact);
+* `decoding.context_for_memory`: the longest context a server can give each of its sequences beside a model's
+  weights (a decision from a config and a memory budget; each slip fails with what it forgot);
 * `decoding.batch_for_budget`: from a measured batch sweep, the batch that serves the most within a latency
   promise (a decision; each wrong answer says what it gets wrong);
 * `decoding.ridge_batch`: the batch at which a decode step's matmuls stop being memory-bound (a number);
@@ -19,7 +21,7 @@ import math
 
 import torch
 
-from ..decoder import LLAMA_1B, DecoderConfig
+from ..decoder import LLAMA_1B, LLAMA_8B, DecoderConfig
 from .base import (
     GPU_HALF_DTYPES,
     TOLERANCES,
@@ -109,6 +111,95 @@ KV_CACHE_BYTES = FunctionExercise(
            "Grouped-query attention: only config.n_kv_heads heads are cached, not config.n_heads; and the head "
            "dim is config.head_dim, which need not be d_model / n_heads.",
            "dtype.itemsize is the bytes per element (2 for bf16, 1 for float8_e4m3fn)."),
+)
+
+# -------------------------------------------------------------------------------------------------
+# decoding.context_for_memory: a decision from a model's config and a memory budget
+# -------------------------------------------------------------------------------------------------
+
+SERVE_MODEL = LLAMA_8B  # the package's Llama 3 8B shape: 32 layers, 8 KV heads of 128
+SERVE_BATCH = 64  # sequences held at once, all with the same context
+H200_MEMORY = 141e9  # bytes, NVIDIA's H200 datasheet
+MEMORY_SHARE = 0.9  # what the server lets itself use; the rest is for activations and the allocator
+PAGE = 16  # positions per page of the cache, allocated whole (vLLM's default block size)
+
+
+def longest_context(kv_per_position: float, weights: float, memory: float = H200_MEMORY * MEMORY_SHARE,
+                    batch: int = SERVE_BATCH, page: int | None = PAGE) -> int:
+    """The longest context every one of `batch` sequences can have once the weights are in memory."""
+    positions = int((memory - weights) // (batch * kv_per_position))
+    return positions // page * page if page else positions
+
+
+def _serve_kv_per_position(dtype=torch.bfloat16) -> int:
+    return _kv_reference(SERVE_MODEL, 1, 1, dtype)
+
+
+def _serve_weights() -> int:
+    return 2 * SERVE_MODEL.n_params()  # bf16
+
+
+def _context_for_memory() -> int:
+    return longest_context(_serve_kv_per_position(), _serve_weights())
+
+
+def _context_mistakes() -> dict[str, tuple[int, int]]:
+    """What each slip forgot → the answers it gives, in whole pages and not."""
+    kv, weights, m = _serve_kv_per_position(), _serve_weights(), SERVE_MODEL
+
+    def both(*args, **kwargs) -> tuple[int, int]:  # rounded down to whole pages, and not
+        return longest_context(*args, **kwargs), longest_context(*args, page=None, **kwargs)
+    return {
+        "caches every query head: only the KV heads are cached (GQA), "
+        f"{m.n_kv_heads} of {m.n_heads}": both(kv * m.n_heads / m.n_kv_heads, weights),
+        "counts K or V alone: each position keeps both": both(kv / 2, weights),
+        f"counts one layer: each of the {m.n_layers} keeps its own K and V": both(kv / m.n_layers, weights),
+        "counts 4 bytes an element: the cache is bf16, 2": both(kv * 2, weights),
+        "leaves no room for the weights: they stay in memory beside the cache": both(kv, 0),
+        f"uses all {H200_MEMORY / 1e9:.0f} GB: the server keeps {1 - MEMORY_SHARE:.0%} for activations and the "
+        "allocator": both(kv, weights, memory=H200_MEMORY),
+        "reads the datasheet's GB as GiB: its 141 GB are 10⁹ bytes each":
+            both(kv, weights, memory=141 * 2**30 * MEMORY_SHARE),
+        f"is for one sequence: {SERVE_BATCH} share the memory": both(kv, weights, batch=1),
+    }
+
+
+def _compare_context(got, want: int) -> list[str]:
+    """A wrong context fails with the slip that gives it, or with what it costs: memory over, or context unused."""
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or got != int(got) or got <= 0:
+        return [f"answered {got!r}: the answer is a number of positions per sequence"]
+    got = int(got)
+    if got == want:
+        return []
+    slips = [why for why, values in _context_mistakes().items() if got in values]
+    if slips:
+        return [f"{got:,} positions: that answer {slips[0]}"]
+    if got % PAGE:
+        return [f"{got:,} positions are {got / PAGE:.2f} pages: the cache is allocated in whole pages of {PAGE}, "
+                "so a sequence gets a multiple of 16 positions (round down: a page more would not fit)"]
+    kv, weights = _serve_kv_per_position(), _serve_weights()
+    used = weights + SERVE_BATCH * got * kv
+    budget = H200_MEMORY * MEMORY_SHARE
+    if got > want:
+        return [f"{SERVE_BATCH} sequences of {got:,} positions need {used / 1e9:.2f} GB with the weights, over the "
+                f"{budget / 1e9:.2f} GB the server may use ({MEMORY_SHARE:.0%} of {H200_MEMORY / 1e9:.0f} GB)"]
+    return [f"{SERVE_BATCH} sequences of {got:,} positions use {used / 1e9:.2f} GB of the {budget / 1e9:.2f} GB the "
+            f"server may use: {(budget - used) / 1e9:.2f} GB left idle is context a user could have had"]
+
+
+CONTEXT_FOR_MEMORY = ValueExercise(
+    id="decoding.context_for_memory",
+    title="Decide: the longest context a server can give every sequence",
+    question=(f"A server runs decoding.SERVE_MODEL (LLAMA_8B: read its layers, KV heads and head dim) with bf16 "
+              f"weights (2 bytes × LLAMA_8B.n_params()) and a bf16 KV cache on one H200 ({H200_MEMORY / 1e9:.0f} GB, "
+              f"its datasheet), of which it uses {MEMORY_SHARE:.0%}. It holds {SERVE_BATCH} sequences at once, all "
+              f"with the same context, and allocates the cache in whole pages of {PAGE} positions. What is the "
+              "longest context, in positions, every sequence can have?"),
+    expected=_context_for_memory,
+    compare=_compare_context,
+    hints=("Memory for the caches = the share the server uses − the weights' bytes.",
+           f"One position of one sequence costs kv_cache_bytes(LLAMA_8B, 1, 1, torch.bfloat16); {SERVE_BATCH} "
+           f"sequences at a position cost {SERVE_BATCH} times that. Round the positions down to whole pages."),
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -639,4 +730,5 @@ PAGED_DECODE_ATTENTION = FunctionExercise(
     ) + DECODE_HINTS[3:],
 )
 
-EXERCISES = (KV_CACHE_BYTES, RIDGE_BATCH, BATCH_FOR_BUDGET, DECODE_ATTENTION, PAGED_DECODE_ATTENTION)
+EXERCISES = (KV_CACHE_BYTES, CONTEXT_FOR_MEMORY, RIDGE_BATCH, BATCH_FOR_BUDGET, DECODE_ATTENTION,
+             PAGED_DECODE_ATTENTION)

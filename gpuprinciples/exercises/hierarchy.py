@@ -1,11 +1,16 @@
 """Lesson 11, the memory hierarchy: occupancy, the L2 cliff, and a tiled matmul on Tensor Cores.
 
-Three exercises:
+Five exercises:
 
 * `hierarchy.occupancy`: warps per SM of an H100/H200 for a kernel's registers, shared memory and warps
   (exact, the rules of NVIDIA's occupancy calculator; `gpuprinciples.occupancy` is the reference);
 * `hierarchy.l2_cliff`: which of a few working-set sizes falls off the L2 cliff (a prediction, graded against
   a measurement made during the check on a GPU, and against the one recorded on an H200 without one);
+* `hierarchy.l1_working_set`: a decision from the H200's recorded L1 sweep, which the lesson does not read for
+  the learner: the largest working set per SM still read within 10 % of the best (each wrong size says why);
+* `hierarchy.tiles_fp32`: a decision from the compiled kernel: a float32 (TF32) launch of the package's matmul
+  that fits shared memory, spills nothing, runs wgmma, keeps 3 stages, with the largest tile intensity (the
+  check compiles the answer for sm_90; each broken rule says what the compiler reported and what to change);
 * `hierarchy.matmul`: C = A @ B in Triton, fp32 accumulation, in the inputs' dtype.
 
 How `hierarchy.matmul` is judged:
@@ -199,6 +204,174 @@ L2_CLIFF = ValueExercise(
            "A buffer that fits stays in L2 after the first pass; one that does not is evicted before it is read "
            "again, so every pass comes from HBM. Between the two the fall is spread out: the L2 is two "
            "partitions, and no cache replaces its lines perfectly."),
+)
+
+# -------------------------------------------------------------------------------------------------
+# hierarchy.l1_working_set: a decision from a curve the lesson has not read for the learner
+# -------------------------------------------------------------------------------------------------
+
+L1_KEEP = 0.9  # "at L1 speed": within 10 % of the best bandwidth the sweep reached
+
+
+def l1_curve_kib() -> dict[int, float]:
+    """The H200's recorded L1 sweep (RECORDED.L1_CURVE): KiB per SM → bytes/s. Every program re-reads its own
+    chunk with loads cached in L1; the same data on every machine, so the verdict is the same everywhere."""
+    return {nbytes // 1024: bw for nbytes, bw in RECORDED.L1_CURVE}
+
+
+def _l1_working_set() -> int:
+    curve = l1_curve_kib()
+    best = max(curve.values())
+    return max(kib for kib, bw in curve.items() if bw >= L1_KEEP * best)
+
+
+def _tbs(kib: int) -> str:
+    curve = l1_curve_kib()
+    return f"{curve[kib] / 1e12:.1f} TB/s ({curve[kib] / max(curve.values()):.0%} of the best)"
+
+
+def _compare_l1(got, want: int) -> list[str]:
+    """A wrong size fails with what it gets wrong: past the cliff, a spec sheet's size, or room left unused."""
+    curve = l1_curve_kib()
+    if isinstance(got, bool) or not isinstance(got, numbers.Real) or got != int(got):
+        return [f"answered {got!r}: the answer is a working set per SM in KiB, one of the measured sizes "
+                f"{list(curve)}"]
+    got = int(got)
+    if got not in curve:
+        if got % 1024 == 0 and got // 1024 in curve:
+            return [f"answered {got:,}: that is bytes; answer in KiB ({got // 1024})"]
+        return [f"{got} KiB per SM was not measured: between two measured sizes the bandwidth is not known, so "
+                f"choose one of {list(curve)}"]
+    peak = max(curve, key=curve.get)
+    if got > want:
+        spec = (" 256 KB is what the spec sheet gives an SM for L1 and shared memory together (the table at the "
+                "top), not the working set served at L1's speed." if got == 256 else "")
+        return [f"at {got} KiB per SM the sweep read {_tbs(got)}: past the cliff.{spec} The best was "
+                f"{curve[peak] / 1e12:.1f} TB/s at {peak} KiB: which sizes to its right are still within 10 % of it? "
+                "Read the size off the curve, not off the capacity"]
+    if got < want:
+        slow = (f"; below the line because so small a chunk is too little work per pass to keep the SM's loads "
+                f"busy, not because of the cache (the curve climbs until {peak} KiB)"
+                if curve[got] < L1_KEEP * curve[peak] else "")
+        return [f"at {got} KiB per SM the sweep read {_tbs(got)}{slow}. At {want} KiB it still read {_tbs(want)}: a "
+                f"kernel can keep {want} KiB per SM at L1's speed, and every byte it keeps there is one it does not "
+                "fetch from L2 again"]
+    return []
+
+
+L1_WORKING_SET = ValueExercise(
+    id="hierarchy.l1_working_set",
+    title="Decide: how much data per SM a kernel can keep re-reading from L1",
+    question=("A kernel re-reads its own data on every SM many times, loads cached in L1. From the L1 sweep "
+              "recorded on the course's H200 (hierarchy.l1_curve_kib(): KiB per SM → bytes/s), what is the largest "
+              "working set per SM, one of the measured sizes in KiB, that is still read within 10 % of the best "
+              "bandwidth the sweep reached?"),
+    expected=_l1_working_set,
+    compare=_compare_l1,
+    hints=("Find the best bandwidth of the sweep first; 90 % of it is the line.",
+           "The small sizes are slow for another reason (too little work per pass): the question is how far "
+           "right of the best point the curve stays above the line."),
+)
+
+# -------------------------------------------------------------------------------------------------
+# hierarchy.tiles_fp32: a decision from what the sm_90 compile reports
+# -------------------------------------------------------------------------------------------------
+
+TILE_KEYS = ("BM", "BN", "BK", "num_warps", "num_stages")
+TILE_CHOICES = {"BM": (16, 32, 64, 128, 256), "BN": (16, 32, 64, 128, 256), "BK": (8, 16, 32, 64, 128),
+                "num_warps": (1, 2, 4, 8), "num_stages": (1, 2, 3, 4, 5, 6)}  # 16 warps: ptxas refuses big tiles
+MIN_STAGES = 3  # the copies of the next two K steps in flight while the current one is multiplied (lesson 11 §4, §6)
+FP32_SIGNATURE = {"A": "*fp32", "B": "*fp32", "C": "*fp32", "M": "i32", "N": "i32", "K": "i32",
+                  "stride_am": "i32", "stride_bk": "i32", "stride_cm": "i32"}
+# The largest tile intensity BM·BN/(BM + BN) a launch within the rules reaches: 128×256 (or 256×128) with BK = 16,
+# 8 warps, 3 stages compiles in 204,848 bytes without spilling (tests/test_hierarchy.py compiles it); no 256×256
+# launch fits, as its float32 output tile staged for the TMA store is 262,144 bytes on its own.
+BEST_FP32_INTENSITY = 128 * 256 / (128 + 256)
+
+
+def _intensity(bm: int, bn: int) -> float:
+    return bm * bn / (bm + bn)
+
+
+def _launch_of(got) -> dict | str:
+    """The five numbers of an answer (a dict, a kernels.matmul.Config, or a tuple in TILE_KEYS' order), or why not."""
+    if isinstance(got, dict):
+        values = {k: got.get(k) for k in TILE_KEYS}
+    elif all(hasattr(got, k) for k in TILE_KEYS):
+        values = {k: getattr(got, k) for k in TILE_KEYS}
+    elif isinstance(got, (tuple, list)) and len(got) == len(TILE_KEYS):
+        values = dict(zip(TILE_KEYS, got))
+    else:
+        return (f"answered {got!r}: the answer is a launch, a dict with keys {list(TILE_KEYS)} (or a tuple of "
+                "those five numbers)")
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value not in TILE_CHOICES[key]:
+            return f"{key} = {value!r}: choose it from {list(TILE_CHOICES[key])}"
+    return {k: int(v) for k, v in values.items()}
+
+
+def compile_fp32_launch(launch: dict):
+    """The package's matmul kernel (descriptors for A, B and C, GROUP_M 8) compiled for float32 operands."""
+    from dataclasses import replace
+
+    from .. import gpucompile
+    from ..kernels import matmul as mm
+    cfg = replace(mm.Config(), **launch)
+    return gpucompile.compile_kernel(mm.matmul_kernel, FP32_SIGNATURE, mm.kernel_constexprs(cfg),
+                                     num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+
+
+def _compare_tiles(got, best: float) -> list[str]:
+    """Each rule a launch breaks fails with what the compiled kernel says and what to change."""
+    launch = _launch_of(got)
+    if isinstance(launch, str):
+        return [launch]
+    bm, bn, bk, warps, stages = (launch[k] for k in TILE_KEYS)
+    name = f"{bm}×{bn}×{bk}, {warps} warps, {stages} stages"
+    info = compile_fp32_launch(launch)
+    if info.shared_bytes is not None and info.shared_bytes > runtime.max_shared_bytes():
+        stage, out = (bm * bk + bk * bn) * 4, bm * bn * 4
+        return [f"{name}: the compiled kernel needs {info.shared_bytes:,} bytes of shared memory per block, more than "
+                f"the {runtime.max_shared_bytes():,} one block may have on {info.target or 'this GPU'}. In float32 a "
+                f"stage of A and B tiles is ({bm}·{bk} + {bk}·{bn})·4 = {stage:,} bytes, {stages} of them "
+                f"{stages * stage:,}, and the output tile staged for its TMA store {bm}·{bn}·4 = {out:,}: twice what "
+                "the same launch takes in bf16. Give way where it costs least: BK shrinks a stage without shrinking "
+                "the tile"]
+    if not info.ok:
+        return [f"{name}: {info.error}"]
+    if info.spills:
+        return [f"{name}: {info.spills} words per thread spilled to local memory ({info.registers} registers per "
+                f"thread). The float32 accumulator alone is {bm}·{bn} / ({warps}·32) = {bm * bn // (warps * 32)} "
+                "registers per thread, of the 255 a thread may have: more warps share it"]
+    if not info.wgmma:
+        return [f"{name}: its tl.dot compiled to the older mma, not Hopper's wgmma (the Tensor Cores' warpgroup "
+                "instruction): wgmma takes warpgroups of 4 warps (num_warps a multiple of 4) and BM a multiple of 64"]
+    if stages < MIN_STAGES:
+        ahead = "nothing of the next K step is" if stages == 1 else "only the next K step's tiles are"
+        return [f"{name}: it fits ({info.shared_bytes:,} bytes, no spills), but with {stages} stage"
+                f"{'s' if stages > 1 else ''} {ahead} in flight while the Tensor Cores use the current ones; the "
+                f"exercise asks for {MIN_STAGES}, as the bf16 launch of section 4 keeps"]
+    if _intensity(bm, bn) < best - 1e-9:
+        return [f"{name}: it fits ({info.shared_bytes:,} bytes, {info.registers} registers, no spills), but a "
+                f"{bm}×{bn} tile does {_intensity(bm, bn):.1f} FLOPs per element it loads, and a launch within the "
+                f"same rules reaches {best:.1f}: keep the tile large and let something else in a stage give way"]
+    return []
+
+
+TILES_FP32 = ValueExercise(
+    id="hierarchy.tiles_fp32",
+    title="Decide: tiles for a float32 matmul, from the compiled kernel",
+    question=("The package's matmul kernel (kernels/matmul.py: descriptors for A, B and C, GROUP_M 8) on float32 "
+              "tensors (tl.dot runs them on Tensor Cores as TF32), for an H100/H200. Choose a launch "
+              f"{{'BM', 'BN', 'BK', 'num_warps', 'num_stages'}} that compiles for sm_90 within one block's shared "
+              f"memory, spills no registers, runs its dot as wgmma, keeps at least {MIN_STAGES} stages, and has the "
+              "largest tile intensity BM·BN/(BM + BN) such a launch can have. The check compiles your launch."),
+    expected=lambda: BEST_FP32_INTENSITY,
+    compare=_compare_tiles,
+    hints=("Compile candidates as the table of section 4 does, with every '*bf16' of its signature made '*fp32', "
+           "and read shared_bytes, spills and wgmma.",
+           "Shared memory: stages × (BM·BK + BK·BN) × 4 bytes, plus BM·BN × 4 for the output tile. Which term can "
+           "shrink without shrinking the tile?"),
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -476,4 +649,4 @@ MATMUL = FunctionExercise(
     ),
 )
 
-EXERCISES = (OCCUPANCY, L2_CLIFF, MATMUL)
+EXERCISES = (OCCUPANCY, L2_CLIFF, L1_WORKING_SET, TILES_FP32, MATMUL)
