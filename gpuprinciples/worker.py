@@ -62,10 +62,17 @@ WATCHED = {  # namespaces whose attributes learner code must not replace
     "gpuprinciples.runtime": runtime,
     "gpuprinciples.judge": judge,
     "gpuprinciples.gpucompile": gpucompile,
+    "gpuprinciples.observe": observe,  # the watch under every call: its functions and its class
+    "gpuprinciples.observe.Watch": observe.Watch,
     "torch.cuda.Event": torch.cuda.Event,
     "torch.cuda.Stream": torch.cuda.Stream,
     "gpuprinciples.worker": sys.modules[__name__],  # this module runs as __main__
 }
+
+
+# the special methods through which a replaced class changes what the grader sees (a context manager's exit,
+# a call, PyTorch's overrides); the others are not watched (too many, and none of them hides work)
+_WATCHED_DUNDERS = frozenset({"__enter__", "__exit__", "__call__", "__torch_function__", "__torch_dispatch__"})
 
 
 def _snapshot() -> dict[str, int]:
@@ -77,7 +84,8 @@ def _snapshot() -> dict[str, int]:
         for name in names:
             # the stored object, not what getattr builds (a classmethod gives a new bound method each time)
             value = inspect.getattr_static(space, name, None) if isinstance(space, type) else getattr(space, name, None)
-            if (callable(value) or isinstance(value, (classmethod, staticmethod))) and not name.startswith("__"):
+            if (callable(value) or isinstance(value, (classmethod, staticmethod))) and (
+                    not name.startswith("__") or name in _WATCHED_DUNDERS):
                 snap[f"{prefix}.{name}"] = id(value)
     if runtime.INTERPRETER:
         interp = runtime.interpreter_module()
