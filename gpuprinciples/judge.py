@@ -112,8 +112,14 @@ def judge_requirements(requirements, verdicts: list[CaseVerdict], mode: str) -> 
     for requirement in requirements:
         name = requirement.describe()
         if mode not in requirement.modes:
+            # what this machine does count of it may still fail it (PyTorch's copies on a GPU)
+            partly = getattr(requirement, "evaluate_part", None)
+            part = partly and next(((why, v.case) for v in ran if (why := partly(v.counts, v.case))), None)
+            if part:
+                out.append(RequirementVerdict(name, False, part[0], part[1]))
+                continue
             where = "under the interpreter" if requirement.modes == ("cpu",) else "on a GPU"
-            out.append(RequirementVerdict(name, None, f"counted {where} only"))
+            out.append(RequirementVerdict(name, None, f"counted {where} only: not measured on this machine"))
             continue
         if not ran:
             out.append(RequirementVerdict(name, None, NOT_JUDGED))

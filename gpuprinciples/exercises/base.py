@@ -78,6 +78,11 @@ class Requirement:
     def evaluate(self, counts: dict, case: Case) -> str | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def evaluate_part(self, counts: dict, case: Case) -> str | None:
+        """On a machine outside `modes`: a failure judged from what this machine does count (a part of
+        the requirement, enough to fail it), else None. One verdict: whatever fails here fails there."""
+        return None
+
 
 @dataclass(frozen=True)
 class LaunchesTriton(Requirement):
@@ -228,7 +233,23 @@ class BytesWithin(Requirement):
                     + (f", PyTorch copies {_fmt_bytes(counts['torch_bytes'])}" if counts["torch_bytes"] else "")
                     + (f", less {_fmt_bytes(counts['cached_reread_bytes'])} of cached re-reads"
                        if counts.get("cached_reread_bytes") else ""))
-        # and at least the input: a kernel that reads less did not do the work (NumPy or hidden PyTorch did)
+        return self._reads_the_input(counts, case)
+
+    def evaluate_part(self, counts, case):
+        """On a GPU the loads and stores are not counted, PyTorch's copies are (the dispatcher sees them on
+        both machines): a kernel reads every input byte and writes every output byte at least once, so
+        copies beyond (factor − 1) × the minimum alone take the bytes past the budget, as on a CPU."""
+        least = self.minimum(case)
+        copied = counts.get("torch_bytes") or 0
+        if copied > (self.factor - 1) * least:
+            return (f"PyTorch copies {_fmt_bytes(copied)} in case {case.label}, on top of what the kernel moves "
+                    f"(at least the minimum, {_fmt_bytes(least)}): more than the {self.factor:g}× budget "
+                    "allows; a copy of an input (x.contiguous() of a strided view, a .to() or .clone()) moves "
+                    "it through memory twice: read it where it is, with its strides, in the kernel")
+        return None
+
+    def _reads_the_input(self, counts, case):
+        # at least the input: a kernel that reads less did not do the work (NumPy or hidden PyTorch did)
         need, read = counts.get("input_bytes"), counts.get("input_load_bytes")
         if need and read is not None and read < need:
             return (f"the Triton kernel read {_fmt_bytes(read)} of the {_fmt_bytes(need)} of input in case "

@@ -1,0 +1,73 @@
+"""One verdict everywhere (issue 27): what a GPU refuses, a CPU refuses; what a CPU fails, a GPU fails.
+
+The fixtures under tests/submissions/verdict/ each state their expected verdict in their first line:
+`# verdict: passed` or `# verdict: failed: words; that must; appear in the reasons` (lower case), and
+`# exercise: ID` when their name does not say it. The CPU tests below grade each one; the gpu-marked
+tests grade every reference solution on the GPU, and compare the GPU's requirement lines for the repo's
+fixtures with the CPU's (tests/fixtures/cpu_verdicts.json, written by `python tools/cpu_verdicts.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpuprinciples import runtime
+from gpuprinciples.exercises import BytesWithin, Case
+from gpuprinciples.grading import grade
+from gpuprinciples.judge import CaseVerdict, judge_requirements
+from gpuprinciples.report import FAILED, PASSED
+from gpuprinciples.submission import from_path
+
+VERDICT = Path(__file__).resolve().parent / "submissions" / "verdict"
+EXERCISE_OF = {"softmax": "fusion.softmax", "cos_cos": "fusion.cos_cos", "layernorm": "fusion.layernorm",
+               "matmul": "hierarchy.matmul", "paged": "decoding.paged_decode_attention",
+               "decode": "decoding.decode_attention"}
+
+
+def expected(path: Path) -> tuple[str, str, list[str]]:
+    """(exercise id, "passed" or "failed", words) from a fixture's header lines."""
+    text = path.read_text()
+    match = re.match(r"# verdict: (passed|failed)(?::\s*(.*))?\n", text)
+    assert match, f"{path.name}: the first line must state the verdict"
+    exercise = re.search(r"^# exercise: (\S+)$", text, re.M)
+    exercise = exercise.group(1) if exercise else next(v for k, v in EXERCISE_OF.items() if path.stem.startswith(k))
+    words = [w.strip() for w in (match.group(2) or "").split(";") if w.strip()]
+    return exercise, match.group(1), words
+
+
+def function_name(exercise: str) -> str:
+    return exercise.split(".", 1)[1]
+
+
+FIXTURES = sorted(VERDICT.glob("*.py"))
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.stem for p in FIXTURES])
+def test_fixture_gets_its_stated_verdict(path):
+    exercise, status, words = expected(path)
+    report = grade(exercise, from_path(f"{path}:{function_name(exercise)}"))
+    text = " ".join(report.reasons).lower()
+    assert report.status == (PASSED if status == "passed" else FAILED), (report.status, report.reasons)
+    missing = [w for w in words if w not in text]
+    assert not missing, f"{missing} not in {report.reasons}"
+
+
+def _bytes_case(torch_bytes: int):
+    case = Case("(64, 100) strided", ())
+    counts = {"torch_bytes": torch_bytes, "load_bytes": 0, "store_bytes": 0, "triton_launches": 1}
+    verdict = CaseVerdict(case)
+    verdict.counts = counts
+    return verdict
+
+
+def test_pytorch_copies_fail_the_byte_budget_where_loads_are_not_counted():
+    """On a GPU (loads and stores uncounted) PyTorch's own copies still count: more than the budget's slack
+    fails there as it fails on a CPU; less is 'not measured on this machine', never a tick."""
+    rule = BytesWithin(minimum=lambda case: 51_200)
+    copied, = judge_requirements((rule,), [_bytes_case(43_581)], "gpu")
+    assert copied.passed is False and "pytorch copies 42.56 kib" in copied.detail.lower()
+    clean, = judge_requirements((rule,), [_bytes_case(0)], "gpu")
+    assert clean.passed is None and "not measured on this machine" in clean.detail
