@@ -71,3 +71,29 @@ def test_pytorch_copies_fail_the_byte_budget_where_loads_are_not_counted():
     assert copied.passed is False and "pytorch copies 42.56 kib" in copied.detail.lower()
     clean, = judge_requirements((rule,), [_bytes_case(0)], "gpu")
     assert clean.passed is None and "not measured on this machine" in clean.detail
+
+
+def test_no_tick_without_evidence():
+    """A plain-PyTorch answer compiled nothing: 'compiles for sm_90' is not judged, never '✓ on 7 of 7'."""
+    from gpuprinciples.exercises import CompilesForGPU
+    verdict = _bytes_case(0)
+    verdict.counts["compiled"] = []
+    line, = judge_requirements((CompilesForGPU(),), [verdict], "cpu")
+    assert line.passed is None and "no triton kernel was compiled" in line.detail.lower()
+    verdict.counts["compiled"] = [{"ok": True}]
+    line, = judge_requirements((CompilesForGPU(),), [verdict], "cpu")
+    assert line.passed is True and line.detail == "on 1 of 1 cases"
+
+
+def test_no_projection_of_nothing():
+    from gpuprinciples import exercises
+    from gpuprinciples.judge import byte_summary
+    import torch
+    ex = exercises.get("fusion.cos_cos")
+    case = ex.cases(torch.Generator().manual_seed(0), "cpu")[0]
+    none = byte_summary(ex, case, {"load_bytes": 0, "store_bytes": 0, "torch_bytes": 0, "triton_launches": 0},
+                        {"H200": 4.8e12})
+    assert not any(k.startswith("projected") for k in none)
+    tiny = byte_summary(ex, case, {"load_bytes": 20, "store_bytes": 20, "torch_bytes": 0, "triton_launches": 1},
+                        {"H200": 4.8e12})
+    assert tiny["projected_us (roofline, not measured)"]["H200"] > 0

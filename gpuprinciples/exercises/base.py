@@ -103,8 +103,13 @@ class CompilesForGPU(Requirement):
     compiles each one for sm_90 (gpucompile.py), so a CPU pass means a GPU accepts the code too. Every
     exercise that asks for a Triton launch gets this one (FunctionExercise adds it)."""
 
+    no_evidence = "no Triton kernel was compiled"
+
     def describe(self) -> str:
         return "compiles for an H100/H200 GPU (sm_90)"
+
+    def has_evidence(self, counts) -> bool:
+        return bool(counts.get("compiled"))
 
     def evaluate(self, counts, case):
         refused = [c for c in counts.get("compiled") or () if not c["ok"]]
@@ -122,9 +127,13 @@ class WritesEveryOutput(Requirement):
     exercise with LaunchesTriton gets it (FunctionExercise adds it)."""
 
     modes: tuple[str, ...] = ("cpu",)
+    no_evidence = "the stores were not tracked"
 
     def describe(self) -> str:
         return "every output element written by its kernel in the call"
+
+    def has_evidence(self, counts) -> bool:
+        return "output_unwritten" in counts
 
     def evaluate(self, counts, case):
         missing = counts.get("output_unwritten")
