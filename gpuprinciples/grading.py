@@ -188,7 +188,10 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         if report.status == FAILED and not report.reasons:
             report.status = PASSED
         if report.status == PASSED and exercise.timing is not None:
-            if runtime.MODE == "gpu":
+            if runtime.MODE == "gpu" and os.environ.get("GPUPRINCIPLES_UNTIMED"):
+                # the verdict-diff test compares the lines both machines judge: no time is claimed
+                report.checks.append(CheckLine("speed", None, "not timed (GPUPRINCIPLES_UNTIMED is set)"))
+            elif runtime.MODE == "gpu":
                 for which in range(len(exercise.timing.each())):
                     if report.status == PASSED:
                         _time_on_gpu(exercise, which, box, report)

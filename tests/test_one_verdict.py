@@ -97,3 +97,69 @@ def test_no_projection_of_nothing():
     tiny = byte_summary(ex, case, {"load_bytes": 20, "store_bytes": 20, "torch_bytes": 0, "triton_launches": 1},
                         {"H200": 4.8e12})
     assert tiny["projected_us (roofline, not measured)"]["H200"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# On the GPU: every reference solution passes; the fixtures' requirement lines agree with the CPU's
+# ---------------------------------------------------------------------------------------------
+
+CPU_VERDICTS = Path(__file__).resolve().parent / "fixtures" / "cpu_verdicts.json"
+
+
+def _log(name: str, text: str) -> None:
+    """Figures for the report of a GPU run: into $OUT when the run collects it (tools/gpu-check)."""
+    import os
+    folder = os.environ.get("OUT")
+    if folder:
+        with open(Path(folder) / name, "a") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+def test_the_recorded_cpu_verdicts_cover_every_compared_fixture():
+    """tests/fixtures/cpu_verdicts.json is re-recorded (python -m gpuprinciples.verdicts --write ...) when a
+    fixture is added: otherwise the GPU's lines for it would be compared with nothing."""
+    import json
+    from gpuprinciples import verdicts
+    recorded = json.loads(CPU_VERDICTS.read_text())
+    assert recorded["mode"] == "cpu"
+    assert sorted(recorded["fixtures"]) == sorted(path for path, _, _ in verdicts.fixtures())
+
+
+@pytest.mark.gpu
+def test_every_reference_solution_passes_on_the_gpu():
+    """What would have caught lesson 09 failing its own solutions on every GPU: each exercise's `solution`,
+    graded on this GPU, timing included."""
+    import importlib
+    import time
+    from gpuprinciples import exercises
+    from gpuprinciples.submission import from_function
+    failed = {}
+    for ex in exercises.all_exercises().values():
+        if ex.kind != "function" or not getattr(ex, "solution", None):
+            continue
+        module, name = ex.solution.split(":")
+        started = time.monotonic()
+        report = grade(ex.id, from_function(getattr(importlib.import_module(module), name)))
+        _log("references.txt", f"{ex.id} | {report.status} | {time.monotonic() - started:.1f} s | "
+                               f"{'; '.join(report.reasons)[:300]}")
+        if report.status != PASSED:
+            failed[ex.id] = report.reasons
+    assert not failed, failed
+
+
+@pytest.mark.gpu
+def test_the_gpu_judges_the_fixtures_as_the_cpu_did(monkeypatch):
+    """Every requirement line both machines judge agrees (timing lines are the GPU's own; a line one
+    machine cannot measure is listed in the table, not compared)."""
+    import json
+    from gpuprinciples import verdicts
+    monkeypatch.setenv("GPUPRINCIPLES_UNTIMED", "1")  # the lines compared are not timed ones
+    cpu = json.loads(CPU_VERDICTS.read_text())["fixtures"]
+    entries = [(path, v["exercise"], v["function"]) for path, v in sorted(cpu.items())]
+    gpu = verdicts.grade_all(entries, workers=6)
+    rows, disagree = verdicts.compare(cpu, gpu)
+    _log("verdict-diff.txt", verdicts.table(rows) + "\n\n" + "\n".join(disagree or ["no disagreement"]))
+    statuses = sum(cpu[p]["status"] == gpu[p]["status"] for p in gpu)
+    _log("verdict-diff.txt", f"{statuses} of {len(gpu)} fixtures have the same status on both machines")
+    assert not disagree, "\n".join(disagree)
