@@ -82,13 +82,13 @@ def materialise(value):
 def run(exercise, fn, cases: list[dict]) -> list[dict]:
     """Per GPU case: {"label", "compiled": [CompiledInfo dicts], "error": a refusal raised by a launch or
     None}. Learner code's other errors on uninitialised values are not the compile pass's business."""
-    from . import counters, gpucompile
+    from . import counters, gpucompile, runtime
     runner = exercise.run or (lambda f, a, k: f(*a, **k))
     out = []
     for case in cases:
         args, kwargs = materialise(case["args"]), materialise(case["kwargs"])
         error = None
-        with counters.record() as rec, counters.compile_only():
+        with counters.record() as rec, counters.compile_only(), runtime.autotune_compiles_every_config():
             try:
                 runner(fn, args, kwargs)
             except gpucompile.GPUCompileError as exc:  # a warm-up or an autotuner met a refusal
