@@ -39,8 +39,9 @@ class Blank:
 def _describe(value):
     if isinstance(value, torch.Tensor):
         if value.is_floating_point() and value.numel() > KEEP_VALUES:
+            elements = value.untyped_storage().nbytes() // value.element_size()
             return Blank(tuple(value.shape), tuple(value.stride()), value.storage_offset(),
-                         str(value.dtype).replace("torch.", ""), value.untyped_storage().nbytes() // value.element_size())
+                         str(value.dtype).replace("torch.", ""), elements)
         return value
     if isinstance(value, tuple):
         return tuple(_describe(v) for v in value)

@@ -28,8 +28,7 @@ import torch
 
 from . import judge, runtime
 from .channel import CaseResult, CompileResult, LoadError, Ready, TimingResult
-from .exercises import (CompilesForGPU, FunctionExercise, LaunchesTriton, ValueExercise, compare_tensors,
-                        compare_values)
+from .exercises import CompilesForGPU, FunctionExercise, LaunchesTriton, ValueExercise, compare_tensors, compare_values
 from .exercises import get as get_exercise
 from .report import ERROR, FAILED, NOT_ATTEMPTED, PASSED, CheckLine, Report
 from .sandbox import Sandbox

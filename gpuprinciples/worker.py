@@ -41,8 +41,7 @@ _perf_counter = time.perf_counter
 
 import torch  # noqa: E402
 
-from . import channel, counters, gpucompile, judge, runtime, sandbox, timing  # noqa: E402  (timing: its clocks)
-from . import compilepass  # noqa: E402
+from . import channel, compilepass, counters, gpucompile, judge, runtime, sandbox, timing  # noqa: E402  (timing)
 from .channel import CaseResult, CompileResult, Job, LoadError, Ready, TimingResult  # noqa: E402
 from .exercises import get as get_exercise  # noqa: E402
 from .exercises.base import cached_inputs  # noqa: E402

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from gpuprinciples import runtime
 from gpuprinciples.exercises import BytesWithin, Case
 from gpuprinciples.grading import grade
 from gpuprinciples.judge import CaseVerdict, judge_requirements
@@ -91,9 +90,10 @@ def test_no_tick_without_evidence():
 
 
 def test_no_projection_of_nothing():
+    import torch
+
     from gpuprinciples import exercises
     from gpuprinciples.judge import byte_summary
-    import torch
     ex = exercises.get("fusion.cos_cos")
     case = ex.cases(torch.Generator().manual_seed(0), "cpu")[0]
     none = byte_summary(ex, case, {"load_bytes": 0, "store_bytes": 0, "torch_bytes": 0, "triton_launches": 0},
@@ -125,6 +125,7 @@ def test_the_recorded_cpu_verdicts_cover_every_compared_fixture():
     """tests/fixtures/cpu_verdicts.json is re-recorded (python -m gpuprinciples.verdicts --write ...) when a
     fixture is added: otherwise the GPU's lines for it would be compared with nothing."""
     import json
+
     from gpuprinciples import verdicts
     recorded = json.loads(CPU_VERDICTS.read_text())
     assert recorded["mode"] == "cpu"
@@ -137,6 +138,7 @@ def test_every_reference_solution_passes_on_the_gpu():
     graded on this GPU, timing included."""
     import importlib
     import time
+
     from gpuprinciples import exercises
     from gpuprinciples.submission import from_function
     failed = {}
@@ -158,6 +160,7 @@ def test_the_gpu_judges_the_fixtures_as_the_cpu_did(monkeypatch):
     """Every requirement line both machines judge agrees (timing lines are the GPU's own; a line one
     machine cannot measure is listed in the table, not compared)."""
     import json
+
     from gpuprinciples import verdicts
     monkeypatch.setenv("GPUPRINCIPLES_UNTIMED", "1")  # the lines compared are not timed ones
     cpu = json.loads(CPU_VERDICTS.read_text())["fixtures"]

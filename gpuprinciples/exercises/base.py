@@ -48,6 +48,15 @@ class Case:
 GPU_HALF_DTYPES = (torch.bfloat16, torch.float16)
 
 
+def dtype_plan(specs: Sequence, mode: str) -> list[tuple[Any, torch.dtype]]:
+    """Each case spec with its dtype: float32 on a CPU, bf16 and fp16 in turn on a GPU; on a CPU the second
+    spec (a small one) once more in each of the GPU's dtypes (GPU_HALF_DTYPES), so that its launches are
+    compiled for sm_90 as a GPU compiles them."""
+    if mode == "cpu":
+        return [(spec, torch.float32) for spec in specs] + [(specs[1], dtype) for dtype in GPU_HALF_DTYPES]
+    return [(spec, GPU_HALF_DTYPES[i % len(GPU_HALF_DTYPES)]) for i, spec in enumerate(specs)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Tolerances: per output dtype. float32 is held to 1e-5 (the contract says no looser than 1e-4).
 # ---------------------------------------------------------------------------------------------
