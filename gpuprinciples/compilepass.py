@@ -18,6 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
+# the other GPU generations each kernel of the compile pass is compiled for (Triton bundles their ptxas):
+# the verdict is sm_90's (the H100/H200 a GPU run grades on); these are reported
+GENERATIONS = {80: "sm_80 (A100)", 90: "sm_90 (H100/H200)", 100: "sm_100 (B200)"}
+VERDICT_TARGET = "cuda sm_90"
+
 # a floating-point tensor up to this many elements keeps its values (host code may read a few)
 KEEP_VALUES = 4096
 
@@ -83,13 +88,16 @@ def materialise(value):
 def run(exercise, fn, cases: list[dict]) -> list[dict]:
     """Per GPU case: {"label", "compiled": [CompiledInfo dicts], "error": a refusal raised by a launch or
     None}. Learner code's other errors on uninitialised values are not the compile pass's business."""
+    from triton.backends.compiler import GPUTarget
+
     from . import counters, gpucompile, runtime
     runner = exercise.run or (lambda f, a, k: f(*a, **k))
+    others = [GPUTarget("cuda", arch, 32) for arch in GENERATIONS if arch != 90]
     out = []
     for case in cases:
         args, kwargs = materialise(case["args"]), materialise(case["kwargs"])
         error = None
-        with counters.record() as rec, counters.compile_only(), runtime.autotune_compiles_every_config():
+        with counters.record() as rec, counters.compile_only(others), runtime.autotune_compiles_every_config():
             try:
                 runner(fn, args, kwargs)
             except gpucompile.GPUCompileError as exc:  # a warm-up or an autotuner met a refusal
@@ -98,7 +106,7 @@ def run(exercise, fn, cases: list[dict]) -> list[dict]:
                 error = gpucompile.compile_error_sentence(exc)
         out.append({"label": case["label"], "compiled": list(rec.compiled.values()), "error": error})
         del args, kwargs
-        if error or any(not c["ok"] for c in out[-1]["compiled"]):
+        if error or any(not c["ok"] for c in out[-1]["compiled"] if c["target"] == VERDICT_TARGET):
             break  # the first refusal is the verdict: the other cases' compiles would change nothing
     return out
 
@@ -106,7 +114,7 @@ def run(exercise, fn, cases: list[dict]) -> list[dict]:
 def refusal(results: list[dict]) -> str | None:
     """The first refusal the compile pass met, in a sentence naming the GPU's case; None if none."""
     for result in results:
-        refused = [c for c in result["compiled"] if not c["ok"]]
+        refused = [c for c in result["compiled"] if not c["ok"] and c["target"] == VERDICT_TARGET]
         why = refused[0]["error"] if refused else result["error"]
         if why:
             return f"{why.rstrip('.')} (on a GPU's case, {result['label']}: compiled for the GPU here, not run)"
@@ -114,5 +122,20 @@ def refusal(results: list[dict]) -> str | None:
 
 
 def accepted(results: list[dict]) -> int:
-    """How many distinct kernels and signatures the compile pass compiled."""
-    return len({c["key"] or c["signature"] for r in results for c in r["compiled"]})
+    """How many distinct kernels and signatures the compile pass compiled for sm_90."""
+    return len({c["key"] or c["signature"] for r in results for c in r["compiled"] if c["target"] == VERDICT_TARGET})
+
+
+def generations(results: list[dict]) -> dict[str, str]:
+    """Per GPU generation: whether it compiles every kernel of the GPU's cases, in words."""
+    out = {}
+    for arch, name in GENERATIONS.items():
+        mine = [c for r in results for c in r["compiled"] if c["target"] == f"cuda sm_{arch}"]
+        refused = next((c for c in mine if not c["ok"]), None)
+        if not mine:
+            out[name] = "not compiled"
+        elif refused:
+            out[name] = "refuses: " + (refused["error"] or "?")[:300]
+        else:
+            out[name] = f"compiles all {len({c['key'] or c['signature'] for c in mine})} kernel signatures"
+    return out

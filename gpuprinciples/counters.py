@@ -210,18 +210,20 @@ _compile_launch, _from_compiled = gpucompile.compile_launch, gpucompile.from_com
 _cuda_current_stream, _cuda_initialized = torch.cuda.current_stream, torch.cuda.is_initialized  # before learner code
 
 
-# the compile pass (compilepass.py): every launch, on any thread, is compiled for the GPU and not run
-_compile_only = [False]
+# the compile pass (compilepass.py): every launch, on any thread, is compiled for the GPU and not run;
+# [on, other GPU targets each launch is also compiled for]
+_compile_only = [False, ()]
 
 
 @contextmanager
-def compile_only():
-    """Inside: a Triton launch (interpreter) is compiled for the GPU with its signature and recorded, never run."""
-    _compile_only[0] = True
+def compile_only(also_for=()):
+    """Inside: a Triton launch (interpreter) is compiled for the GPU with its signature and recorded, never run;
+    and for each target in `also_for` (other GPU generations) too."""
+    _compile_only[:] = [True, tuple(also_for)]
     try:
         yield
     finally:
-        _compile_only[0] = False
+        _compile_only[:] = [False, ()]
 
 
 def _active() -> list[Recording]:
@@ -416,6 +418,8 @@ def _install_interpreter_hooks() -> None:
         if _compile_only[0]:  # the compile pass: a GPU's case, compiled for the GPU, run nowhere
             if compiled is None:
                 _note_compiled(_compile_launch(kernel, args, kwargs))
+            for target in _compile_only[1]:
+                _note_compiled(_compile_launch(kernel, args, kwargs, target=target))
             return None
         _state.in_triton += 1  # the interpreter copies tensors with PyTorch ops: not the learner's
         try:

@@ -72,7 +72,7 @@ _cache_lock = threading.Lock()
 # ---------------------------------------------------------------------------------------------
 
 
-def compile_launch(kernel, args=(), kwargs=None) -> CompiledInfo:
+def compile_launch(kernel, args=(), kwargs=None, target=None) -> CompiledInfo:
     """Compile `kernel` as `kernel[grid](*args, **kwargs)` would compile it, for the GPU here or
     (interpreter) for an H100/H200. `kernel` is what was launched: a @triton.jit kernel (a
     JITFunction, or an InterpretedFunction under the interpreter), an autotune or heuristics wrapper
@@ -80,7 +80,7 @@ def compile_launch(kernel, args=(), kwargs=None) -> CompiledInfo:
     Never raises: a refusal is `ok=False` with a sentence in `error`."""
     kwargs = {k: v for k, v in (kwargs or {}).items() if k not in ("grid", "warmup")}  # run()'s own, not the kernel's
     name = _name(kernel)
-    target = runtime.compile_target()
+    target = target or runtime.compile_target()  # another generation's (GPUTarget("cuda", 80, 32)) on request
     try:
         kernel, kwargs = _unwrap(kernel, args, kwargs)
         jit = runtime.jit_function_of(kernel)

@@ -220,6 +220,8 @@ def _compile_gpu_cases(exercise: FunctionExercise, box: Sandbox, report: Report)
         report.fail(box.failure)
         return
     _note_tampering(report, result.tampered)
+    # which GPU generations accept the kernels: compiled here, for each, with the GPU's own cases
+    report.measurements["compiles for (the GPU's cases, compiled here)"] = compilepass.generations(result.cases)
     refused = compilepass.refusal(result.cases)
     if refused:
         line.passed, line.detail = False, refused

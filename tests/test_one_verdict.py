@@ -165,9 +165,20 @@ def test_the_gpu_judges_the_fixtures_as_the_cpu_did(monkeypatch):
     monkeypatch.setenv("GPUPRINCIPLES_UNTIMED", "1")  # the lines compared are not timed ones
     cpu = json.loads(CPU_VERDICTS.read_text())["fixtures"]
     entries = [(path, v["exercise"], v["function"]) for path, v in sorted(cpu.items())]
-    gpu = verdicts.grade_all(entries, workers=6)
+    gpu = verdicts.grade_all(entries, workers=6, log=lambda path, r: _log(
+        "verdict-diff-progress.txt", f"{path} | {r['status']} | {r['lines']} | {r['reasons'][:1]}"))
     rows, disagree = verdicts.compare(cpu, gpu)
     _log("verdict-diff.txt", verdicts.table(rows) + "\n\n" + "\n".join(disagree or ["no disagreement"]))
     statuses = sum(cpu[p]["status"] == gpu[p]["status"] for p in gpu)
     _log("verdict-diff.txt", f"{statuses} of {len(gpu)} fixtures have the same status on both machines")
     assert not disagree, "\n".join(disagree)
+
+
+def test_the_compile_pass_says_which_gpu_generations_accept_the_kernels():
+    from gpuprinciples.kernels.cos_cos import __file__ as kernel_file
+    report = grade("fusion.cos_cos", from_path(f"{kernel_file}:cos_cos"))
+    generations = report.measurements["compiles for (the GPU's cases, compiled here)"]
+    assert set(generations) == {"sm_80 (A100)", "sm_90 (H100/H200)", "sm_100 (B200)"}
+    assert all(v.startswith("compiles all") for v in generations.values()), generations
+    line = next(c for c in report.checks if c.name.startswith("compiles for"))
+    assert line.passed is True and "on the gpu's 7 cases" in line.detail.lower()
