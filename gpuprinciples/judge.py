@@ -125,6 +125,9 @@ def judge_requirements(requirements, verdicts: list[CaseVerdict], mode: str) -> 
             out.append(RequirementVerdict(name, None, NOT_JUDGED))
             continue
         failure = next(((why, v.case) for v in ran if (why := requirement.evaluate(v.counts, v.case))), None)
+        raised = getattr(requirement, "evaluate_error", None)  # a case that raised may still fail a requirement
+        failure = failure or (raised and next(((why, v.case) for v in verdicts if v.error is not None
+                                               and (why := raised(v.error, v.case))), None))
         # a tick only with evidence: "compiles for sm_90" needs a compiled kernel, not a plain-PyTorch answer
         seen = getattr(requirement, "has_evidence", None)
         witnessed = [v for v in ran if seen is None or seen(v.counts)]

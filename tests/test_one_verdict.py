@@ -165,7 +165,7 @@ def test_the_gpu_judges_the_fixtures_as_the_cpu_did(monkeypatch):
     monkeypatch.setenv("GPUPRINCIPLES_UNTIMED", "1")  # the lines compared are not timed ones
     cpu = json.loads(CPU_VERDICTS.read_text())["fixtures"]
     entries = [(path, v["exercise"], v["function"]) for path, v in sorted(cpu.items())]
-    gpu = verdicts.grade_all(entries, workers=6, log=lambda path, r: _log(
+    gpu = verdicts.grade_all(entries, workers=8, log=lambda path, r: _log(
         "verdict-diff-progress.txt", f"{path} | {r['status']} | {r['lines']} | {r['reasons'][:1]}"))
     rows, disagree = verdicts.compare(cpu, gpu)
     _log("verdict-diff.txt", verdicts.table(rows) + "\n\n" + "\n".join(disagree or ["no disagreement"]))
@@ -182,3 +182,15 @@ def test_the_compile_pass_says_which_gpu_generations_accept_the_kernels():
     assert all(v.startswith("compiles all") for v in generations.values()), generations
     line = next(c for c in report.checks if c.name.startswith("compiles for"))
     assert line.passed is True and "on the gpu's 7 cases" in line.detail.lower()
+
+
+def test_a_case_the_compiler_refused_fails_compiles_for_the_gpu_on_both_machines():
+    """On a GPU a refused launch raises Triton's CompilationError and the case errs; the requirement line must
+    say False there as on a CPU (whose compile pass meets the same refusal), not tick the cases that ran."""
+    from gpuprinciples.exercises import CompilesForGPU
+    ran, refused = _bytes_case(0), CaseVerdict(Case("(1896,) normal bfloat16", ()))
+    ran.counts["compiled"] = [{"ok": True}]
+    refused.error = "kernel `k` does not compile for this GPU: the GPU compiler refuses it with \"Expected dtype\""
+    for mode in ("cpu", "gpu"):
+        line, = judge_requirements((CompilesForGPU(),), [ran, refused], mode)
+        assert line.passed is False and "does not compile for this gpu" in line.detail.lower()

@@ -120,6 +120,11 @@ class CompilesForGPU(Requirement):
     def has_evidence(self, counts) -> bool:
         return bool(counts.get("compiled"))
 
+    def evaluate_error(self, error: str, case) -> str | None:
+        """A case whose launch the compiler refused raised (on a GPU, Triton's CompilationError; on a CPU, the
+        sm_90 compile's refusal): it fails this requirement on both machines, not only the case."""
+        return error if "does not compile for" in error else None
+
     def evaluate(self, counts, case):
         refused = [c for c in counts.get("compiled") or () if not c["ok"]]
         if refused:
