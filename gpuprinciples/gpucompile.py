@@ -273,6 +273,10 @@ def _short_dtypes(text: str) -> list[str]:
 def compile_error_sentence(exc: BaseException) -> str | None:
     """A GPU's own refusal (Triton's CompilationError, raised by a launch on a real GPU) in the words, and with the
     hint, that the CPU's sm_90 compile gives the same mistake; None for any other exception."""
+    if type(exc).__name__ == "OutOfResources":  # the launch on a GPU: the CPU's compile says it in these words
+        return (f"a kernel does not compile for this GPU: it needs {exc.required:,} bytes of {exc.name} per program; "
+                f"this GPU allows {exc.limit:,}, so it refuses to launch it (out of resources): smaller tiles or "
+                "fewer num_stages")
     if type(exc).__name__ != "CompilationError":
         return None
     kernel = re.search(r"^\s*def (\w+)\(", str(exc), flags=re.M)

@@ -170,7 +170,10 @@ def test_the_gpu_judges_the_fixtures_as_the_cpu_did(monkeypatch):
     rows, disagree = verdicts.compare(cpu, gpu)
     _log("verdict-diff.txt", verdicts.table(rows) + "\n\n" + "\n".join(disagree or ["no disagreement"]))
     statuses = sum(cpu[p]["status"] == gpu[p]["status"] for p in gpu)
-    _log("verdict-diff.txt", f"{statuses} of {len(gpu)} fixtures have the same status on both machines")
+    _log("verdict-diff.txt", f"{statuses} of {len(gpu)} fixtures have the same status on both machines; others:\n"
+         + "\n".join(f"{p}: CPU {cpu[p]['status']} {cpu[p]['reasons'][:1]}, "
+                      f"GPU {gpu[p]['status']} {gpu[p]['reasons'][:1]}"
+                      for p in gpu if cpu[p]["status"] != gpu[p]["status"]))
     assert not disagree, "\n".join(disagree)
 
 
@@ -194,3 +197,15 @@ def test_a_case_the_compiler_refused_fails_compiles_for_the_gpu_on_both_machines
     for mode in ("cpu", "gpu"):
         line, = judge_requirements((CompilesForGPU(),), [ran, refused], mode)
         assert line.passed is False and "does not compile for this gpu" in line.detail.lower()
+
+
+def test_a_gpu_out_of_resources_reads_like_the_cpus_refusal():
+    """On a GPU a tile over shared memory raises OutOfResources at launch; its sentence says the kernel does
+    not compile for the GPU, so 'compiles for the GPU' fails there as the CPU's compile pass fails it."""
+    from triton.runtime.errors import OutOfResources
+
+    from gpuprinciples.exercises import CompilesForGPU
+    from gpuprinciples.gpucompile import compile_error_sentence
+    sentence = compile_error_sentence(OutOfResources(393216, 232448, "shared memory"))
+    assert "393,216 bytes of shared memory" in sentence and "232,448" in sentence
+    assert CompilesForGPU().evaluate_error(sentence, None) == sentence
