@@ -7,9 +7,10 @@ Every reply is then checked against its declared schema below (`parse`): a reply
 the wrong type is refused like a garbled one, before any of it is used. Commands to the child go
 the other way as pickles (the grader trusts itself).
 
-    grader -> child   Job, then per request: a command dict ({"cmd": "case" | "time" | "exit"}) and a
+    grader -> child   Job, then per request: a command dict ({"cmd": "case" | "time" | "compile" | "exit"}) and a
                       nonce ({"cmd": "nonce"}), which the child reads only once its reply is ready
-    child  -> grader  Ready | LoadError, then one CaseResult per case, one TimingResult per timing
+    child  -> grader  Ready | LoadError, then one CaseResult per case, one TimingResult per timing, one
+                      CompileResult for the compile pass (a CPU compiling the GPU's cases)
 """
 
 from __future__ import annotations
@@ -191,7 +192,16 @@ class TimingResult(Message):
     watched: list = field(default_factory=list)  # the first (warm-up) call's evidence and what the timed calls left
 
 
-REPLIES: dict[str, type[Message]] = {m.EVENT: m for m in (Ready, LoadError, CaseResult, TimingResult)}
+@dataclass
+class CompileResult(Message):
+    """The compile pass (compilepass.py): per GPU case, the kernels its launches compiled to, nothing run."""
+
+    EVENT: typing.ClassVar[str] = "compiled"
+    cases: list = field(default_factory=list)  # {"label", "compiled": [CompiledInfo dicts], "error"}
+    tampered: list = field(default_factory=list)
+
+
+REPLIES: dict[str, type[Message]] = {m.EVENT: m for m in (Ready, LoadError, CaseResult, TimingResult, CompileResult)}
 
 
 def _fits(value, hint) -> bool:

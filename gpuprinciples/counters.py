@@ -238,6 +238,22 @@ _compile_launch, _from_compiled = gpucompile.compile_launch, gpucompile.from_com
 _cuda_current_stream, _cuda_initialized = torch.cuda.current_stream, torch.cuda.is_initialized  # before learner code
 
 
+# the compile pass (compilepass.py): every launch, on any thread, is compiled for the GPU and not run;
+# [on, other GPU targets each launch is also compiled for]
+_compile_only = [False, ()]
+
+
+@contextmanager
+def compile_only(also_for=()):
+    """Inside: a Triton launch (interpreter) is compiled for the GPU with its signature and recorded, never run;
+    and for each target in `also_for` (other GPU generations) too."""
+    _compile_only[:] = [True, tuple(also_for)]
+    try:
+        yield
+    finally:
+        _compile_only[:] = [False, ()]
+
+
 def _active() -> list[Recording]:
     if not hasattr(_state, "stack"):
         _state.stack = _STACK
@@ -440,6 +456,12 @@ def _install_interpreter_hooks() -> None:
 
             self.grid = _as_learner_code(self.grid, on_result=note_grid)
             self.pre_run_hooks = [_as_learner_code(hook) for hook in self.pre_run_hooks]
+        if _compile_only[0]:  # the compile pass: a GPU's case, compiled for the GPU, run nowhere
+            if compiled is None:
+                _note_compiled(_compile_launch(kernel, args, kwargs))
+            for target in _compile_only[1]:
+                _note_compiled(_compile_launch(kernel, args, kwargs, target=target))
+            return None
         _state.in_triton += 1  # the interpreter copies tensors with PyTorch ops: not the learner's
         try:
             return grid_call(self, *args, **kwargs)

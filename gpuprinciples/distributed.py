@@ -377,6 +377,11 @@ def run_ranks(target, world_size: int, args: tuple = (), *, per_rank: list[tuple
     import multiprocessing as mp
     if per_rank is not None and len(per_rank) != world_size:
         raise ValueError(f"per_rank has {len(per_rank)} entries for {world_size} ranks")
+    # gloo ranks compute on the CPU, and a rank forked from a process that initialised CUDA cannot use it
+    # (unpickling a CUDA tensor there raises "Cannot re-initialize CUDA in forked subprocess"): on a GPU
+    # the grading child holds its cases on the GPU, so every tensor travels to the ranks as a CPU tensor
+    args = _on_cpu(args)
+    per_rank = _on_cpu(per_rank)
     if per_rank is not None and method is None and sandbox.Zygote.current is not None:
         return _ranks_from_zygote(target, world_size, args, per_rank, timeout, collective_timeout)
     if method is None and per_rank is not None:
@@ -411,7 +416,8 @@ def _ranks_from_zygote(target, world_size, args, per_rank, timeout, collective_t
     zygote = sandbox.Zygote.current
     with tempfile.TemporaryDirectory(prefix="gpuprinciples-ranks-") as folder:
         procs = [zygote.start(_rank_main, (target, rank, world_size, folder, args + tuple(per_rank[rank]),
-                                           collective_timeout), folder) for rank in range(world_size)]
+                                           collective_timeout), folder, died=os.path.join(folder, f"died{rank}.txt"))
+                 for rank in range(world_size)]
         deadline = time.monotonic() + timeout
         try:
             for p in procs:
@@ -428,23 +434,66 @@ def _ranks_from_zygote(target, world_size, args, per_rank, timeout, collective_t
 
 
 def _collect(folder: str, world_size: int, hung: list[int], exitcodes: list, timeout: float) -> list:
-    """Each rank's saved value, or a RankError saying which rank failed and how."""
+    """Each rank's saved value, or a RankError saying which rank failed and how: a rank's own error first,
+    then a rank that ended without reporting (the others then only time out waiting for it), then a
+    timeout, then ranks still running."""
     errors = {}
     for rank in range(world_size):
         path = os.path.join(folder, f"error{rank}.txt")
         if os.path.exists(path):
             errors[rank] = Path(path).read_text()
-    if errors:
+
+    def timed_out(r):
+        return "timed out" in errors[r].lower() or "timeout" in errors[r].lower()
+
+    dead = [rank for rank, code in enumerate(exitcodes) if rank not in errors and rank not in hung
+            and (code != 0 or not os.path.exists(os.path.join(folder, f"rank{rank}.pt")))]
+    if errors and not (dead and all(timed_out(r) for r in errors)):
         # the first rank to fail is the interesting one; the others often only time out waiting
-        rank = min(errors, key=lambda r: ("timed out" in errors[r].lower() or "timeout" in errors[r].lower(), r))
+        rank = min(errors, key=lambda r: (timed_out(r), r))
         raise RankError(f"rank {rank} of {world_size} raised: {errors[rank]}")
+    if dead:
+        raise RankError(_death(folder, dead[0], world_size, exitcodes[dead[0]]))
     if hung:
         raise RankError(f"ranks {hung} of {world_size} were still running after {timeout:g} s and were "
                         "stopped: a collective that not every rank calls waits forever")
-    dead = [rank for rank, code in enumerate(exitcodes) if code != 0]
-    if dead:
-        raise RankError(f"rank {dead[0]} of {world_size} died (exit code {exitcodes[dead[0]]})")
     return [torch.load(os.path.join(folder, f"rank{rank}.pt"), weights_only=True) for rank in range(world_size)]
+
+
+def _on_cpu(tree):
+    """`tree` (tuples, lists, dicts of tensors and other values) with every tensor on the CPU."""
+    if isinstance(tree, torch.Tensor):
+        return tree if tree.device.type == "cpu" else tree.detach().cpu()
+    if isinstance(tree, tuple):
+        return tuple(_on_cpu(t) for t in tree)
+    if isinstance(tree, list):
+        return [_on_cpu(t) for t in tree]
+    if isinstance(tree, dict):
+        return {k: _on_cpu(v) for k, v in tree.items()}
+    return tree
+
+
+def _death(folder: str, rank: int, world_size: int, code) -> str:
+    """A sentence for a rank that ended without reporting: what its traceback says, or how it ended."""
+    head = f"rank {rank} of {world_size} ended before it could report a result"
+    try:
+        text = Path(folder, f"died{rank}.txt").read_text().strip()
+    except OSError:
+        text = ""
+    if text:
+        last = text.splitlines()[-1].strip()
+        why = ("; ranks are CPU processes (gloo) forked from the grader: CUDA cannot be used in them"
+               if "forked subprocess" in last else "")
+        return f"{head}: {last[:600]}{why}"
+    if isinstance(code, int) and code < 0:
+        import signal
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"{head}: it was killed by {name} (a crash in native code, or something killed it)"
+    return (f"{head}: the process exited (status {code}) without a result or a traceback: something in it "
+            "called os._exit before the function returned")
 
 
 def _rank_main(target, rank, world_size, folder, args, collective_timeout) -> None:

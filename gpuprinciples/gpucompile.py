@@ -72,7 +72,7 @@ _cache_lock = threading.Lock()
 # ---------------------------------------------------------------------------------------------
 
 
-def compile_launch(kernel, args=(), kwargs=None) -> CompiledInfo:
+def compile_launch(kernel, args=(), kwargs=None, target=None) -> CompiledInfo:
     """Compile `kernel` as `kernel[grid](*args, **kwargs)` would compile it, for the GPU here or
     (interpreter) for an H100/H200. `kernel` is what was launched: a @triton.jit kernel (a
     JITFunction, or an InterpretedFunction under the interpreter), an autotune or heuristics wrapper
@@ -80,7 +80,7 @@ def compile_launch(kernel, args=(), kwargs=None) -> CompiledInfo:
     Never raises: a refusal is `ok=False` with a sentence in `error`."""
     kwargs = {k: v for k, v in (kwargs or {}).items() if k not in ("grid", "warmup")}  # run()'s own, not the kernel's
     name = _name(kernel)
-    target = runtime.compile_target()
+    target = target or runtime.compile_target()  # another generation's (GPUTarget("cuda", 80, 32)) on request
     try:
         kernel, kwargs = _unwrap(kernel, args, kwargs)
         jit = runtime.jit_function_of(kernel)
@@ -273,6 +273,10 @@ def _short_dtypes(text: str) -> list[str]:
 def compile_error_sentence(exc: BaseException) -> str | None:
     """A GPU's own refusal (Triton's CompilationError, raised by a launch on a real GPU) in the words, and with the
     hint, that the CPU's sm_90 compile gives the same mistake; None for any other exception."""
+    if type(exc).__name__ == "OutOfResources":  # the launch on a GPU: the CPU's compile says it in these words
+        return (f"a kernel does not compile for this GPU: it needs {exc.required:,} bytes of {exc.name} per program; "
+                f"this GPU allows {exc.limit:,}, so it refuses to launch it (out of resources): smaller tiles or "
+                "fewer num_stages")
     if type(exc).__name__ != "CompilationError":
         return None
     kernel = re.search(r"^\s*def (\w+)\(", str(exc), flags=re.M)

@@ -27,8 +27,8 @@ import time
 import torch
 
 from . import honesty, judge, runtime
-from .channel import CaseResult, LoadError, Ready, TimingResult
-from .exercises import FunctionExercise, LaunchesTriton, ValueExercise, compare_tensors, compare_values
+from .channel import CaseResult, CompileResult, LoadError, Ready, TimingResult
+from .exercises import CompilesForGPU, FunctionExercise, LaunchesTriton, ValueExercise, compare_tensors, compare_values
 from .exercises import get as get_exercise
 from .report import ERROR, FAILED, NOT_ATTEMPTED, PASSED, CheckLine, Report
 from .sandbox import Sandbox
@@ -213,6 +213,9 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
             report.checks.append(CheckLine(r.name, r.passed, r.detail))
             if r.passed is False:
                 report.fail(r.detail)
+        if runtime.INTERPRETER and any(isinstance(r, CompilesForGPU) for r in exercise.requirements):
+            _compile_gpu_cases(exercise, box, report)
+            phase("compile pass")
         shown = judge.evidence_case(verdicts, requirements)
         if shown is not None:
             report.measurements["counts"] = {"case": shown.case.label, **shown.counts}
@@ -226,7 +229,10 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         if report.status == FAILED and not report.reasons:
             report.status = PASSED
         if report.status == PASSED and exercise.timing is not None:
-            if runtime.MODE == "gpu":
+            if runtime.MODE == "gpu" and os.environ.get("GPUPRINCIPLES_UNTIMED"):
+                # the verdict-diff test compares the lines both machines judge: no time is claimed
+                report.checks.append(CheckLine("speed", None, "not timed (GPUPRINCIPLES_UNTIMED is set)"))
+            elif runtime.MODE == "gpu":
                 for which in range(len(exercise.timing.each())):
                     if report.status == PASSED:
                         _time_on_gpu(exercise, which, box, report)
@@ -236,6 +242,31 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
                 report.notes.append("CPU run: no GPU speedup is claimed. Correctness and the counted bytes "
                                     "and launches were graded; run on a GPU to be timed.")
         report.output = box.output()
+
+
+def _compile_gpu_cases(exercise: FunctionExercise, box: Sandbox, report: Report) -> None:
+    """The compile pass (compilepass.py): the learner's host code on the GPU's cases, every launch compiled
+    for sm_90 and run nowhere; what a GPU refuses at its own sizes fails here too."""
+    from . import compilepass
+    name = CompilesForGPU().describe()
+    line = next((c for c in report.checks if c.name == name), None)
+    if line is None or line.passed is not True:  # refused already, or nothing compiled to judge
+        return
+    result = box.request({"cmd": "compile", "cases": compilepass.plan(exercise)},
+                         "compiling the kernels of a GPU's cases", (CompileResult,))
+    if result is None:
+        report.fail(box.failure)
+        return
+    _note_tampering(report, result.tampered)
+    # which GPU generations accept the kernels: compiled here, for each, with the GPU's own cases
+    report.measurements["compiles for (the GPU's cases, compiled here)"] = compilepass.generations(result.cases)
+    refused = compilepass.refusal(result.cases)
+    if refused:
+        line.passed, line.detail = False, refused
+        report.fail(refused)
+    else:
+        line.detail += (f", and on the GPU's {len(result.cases)} cases ({compilepass.accepted(result.cases)} "
+                        "kernel signatures compiled for the GPU, not run)")
 
 
 class _Phases:

@@ -34,7 +34,8 @@ class GPUSpec:
     fp32_tflops: float  # CUDA cores, no tensor cores
     bandwidth_tbs: float  # memory bandwidth, TB/s (10^12 bytes/s)
     memory_gb: float  # as the datasheet states it
-    l2_mib: float | None  # L2 cache, MiB, where NVIDIA publishes it for the part (see SPECS); l2_bytes() prefers the GPU's own
+    # L2 cache, MiB, where NVIDIA publishes it for the part (see SPECS); l2_bytes() prefers the GPU's own
+    l2_mib: float | None
     sms: int | None
     source: str
     sparse_bf16_tflops: float | None = None  # the datasheet's headline, with 2:4 sparsity: NOT a peak to use

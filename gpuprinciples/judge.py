@@ -115,17 +115,31 @@ def judge_requirements(requirements, verdicts: list[CaseVerdict], mode: str) -> 
     for requirement in requirements:
         name = requirement.describe()
         if mode not in requirement.modes:
+            # what this machine does count of it may still fail it (PyTorch's copies on a GPU)
+            partly = getattr(requirement, "evaluate_part", None)
+            part = partly and next(((why, v.case) for v in ran if (why := partly(v.counts, v.case))), None)
+            if part:
+                out.append(RequirementVerdict(name, False, part[0], part[1]))
+                continue
             where = "under the interpreter" if requirement.modes == ("cpu",) else "on a GPU"
-            out.append(RequirementVerdict(name, None, f"counted {where} only"))
+            out.append(RequirementVerdict(name, None, f"counted {where} only: not measured on this machine"))
             continue
         if not ran:
             out.append(RequirementVerdict(name, None, NOT_JUDGED))
             continue
         failure = next(((why, v.case) for v in ran if (why := requirement.evaluate(v.counts, v.case))), None)
+        raised = getattr(requirement, "evaluate_error", None)  # a case that raised may still fail a requirement
+        failure = failure or (raised and next(((why, v.case) for v in verdicts if v.error is not None
+                                               and (why := raised(v.error, v.case))), None))
+        # a tick only with evidence: "compiles for sm_90" needs a compiled kernel, not a plain-PyTorch answer
+        seen = getattr(requirement, "has_evidence", None)
+        witnessed = [v for v in ran if seen is None or seen(v.counts)]
         if failure:
             out.append(RequirementVerdict(name, False, failure[0], failure[1]))
+        elif not witnessed:
+            out.append(RequirementVerdict(name, None, f"not judged: {requirement.no_evidence}"))
         else:
-            out.append(RequirementVerdict(name, True, f"on {len(ran)} of {len(verdicts)} cases"))
+            out.append(RequirementVerdict(name, True, f"on {len(witnessed)} of {len(verdicts)} cases"))
     return out
 
 
@@ -186,7 +200,9 @@ def byte_summary(exercise, case: Case, counts: dict, bandwidths: dict[str, float
             least = requirement.minimum(case)
             out["bytes_minimum"] = least
             out["bytes_ratio"] = round(moved / least, 3) if least else None
-    out["projected_us (roofline, not measured)"] = {name: round(moved / bw * 1e6, 3) for name, bw in bandwidths.items()}
+    if moved > 0 and counts["triton_launches"]:  # nothing moved by a kernel: nothing to project (never "0 µs")
+        out["projected_us (roofline, not measured)"] = {name: float(f"{moved / bw * 1e6:.3g}")
+                                                        for name, bw in bandwidths.items()}
     return out
 
 

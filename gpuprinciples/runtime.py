@@ -711,6 +711,20 @@ def _warmup_handles(interp) -> None:
     interp.InterpretedFunction.run = run_or_warm_up
 
 
+_tune_every_config = [False]
+
+
+@contextlib.contextmanager
+def autotune_compiles_every_config():
+    """Inside (the compile pass): an autotuner under the interpreter compiles every configuration, as a GPU's
+    does; outside, configurations after the first one a GPU accepts are left for it."""
+    _tune_every_config[0] = True
+    try:
+        yield
+    finally:
+        _tune_every_config[0] = False
+
+
 def _autotune_by_compiling() -> None:
     """Under the interpreter an autotuner with several configurations cannot time them (there is no
     GPU clock). It compiles each for Hopper instead and takes the first that a GPU would run: the ones
@@ -720,19 +734,42 @@ def _autotune_by_compiling() -> None:
     if getattr(Autotuner._bench, "_gp_compiled", False):
         return
 
+    # (autotuner, its arguments' dtypes, configuration) -> its rank: each configuration is compiled once, not
+    # once more for every new key (a persistent matmul's two dozen configurations, re-tuned for every size,
+    # took over 300 s); the launch of the one chosen is compiled with its own specialisation anyway
+    ranked: dict[tuple, float] = {}
+    announced: set = set()
+
+    def earlier_accepted(self, dtypes, position) -> bool:
+        return any(ranked.get((id(self), dtypes, i), float("inf")) != float("inf") for i in range(position))
+
     def rank(self, *args, config, **meta):
         from . import gpucompile
         conflicts = meta.keys() & config.kwargs.keys()
         if conflicts:
             raise ValueError(f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
                              "re-define auto-tuned symbols.")
-        info = gpucompile.compile_launch(self.fn, args, {**meta, **config.all_kwargs()})
-        if not info.ok and info.refusal in ("assertion", "ptxas", "resources"):
-            return [float("inf")] * 3
-        if not info.ok:
-            raise gpucompile.GPUCompileError(f"while autotuning, configuration {config} was refused: {info.error}")
         position = next(i for i, c in enumerate(self.configs) if c is config)
-        return [float(position)] * 3
+        dtypes = tuple(str(getattr(a, "dtype", type(a).__name__)) for a in args)
+        key = (id(self), dtypes, position)
+        if key not in ranked and not _tune_every_config[0] and earlier_accepted(self, dtypes, position):
+            # the interpreter's own cases: the first configuration a GPU accepts is known, the rest wait for
+            # the compile pass (compilepass.py), which compiles every one in the GPU's own dtypes
+            return [float("inf")] * 3
+        if key not in ranked:
+            info = gpucompile.compile_launch(self.fn, args, {**meta, **config.all_kwargs()})
+            if not info.ok and info.refusal not in ("assertion", "ptxas", "resources"):
+                raise gpucompile.GPUCompileError(f"while autotuning, configuration {config} was refused: {info.error}")
+            ranked[key] = float(position) if info.ok else float("inf")
+        first = ranked[key] != float("inf") and all(ranked.get((id(self), dtypes, i)) == float("inf")
+                                                    for i in range(position))
+        if first and (id(self), dtypes) not in announced:  # say which configuration the interpreter runs
+            announced.add((id(self), dtypes))
+            name = getattr(python_function_of(self.fn), "__name__", "kernel")
+            print(f"[gpuprinciples] @triton.autotune of `{name}` under the interpreter: no GPU to time its "
+                  f"{len(self.configs)} configurations, so each is compiled once for sm_90 and the first a GPU "
+                  f"accepts runs: configuration {position + 1}, {config}", file=sys.stderr, flush=True)
+        return [ranked[key]] * 3
 
     rank._gp_compiled = True
     Autotuner._bench = rank

@@ -416,8 +416,10 @@ class Zygote:
         theirs.close()
         self.pid, self.sock, self.lock = pid, mine, threading.Lock()
 
-    def start(self, fn, args: tuple, folder: str) -> _Served:
-        """fn(*args) in a fresh fork of the zygote (both pickled, by reference for functions)."""
+    def start(self, fn, args: tuple, folder: str, died: str | None = None) -> _Served:
+        """fn(*args) in a fresh fork of the zygote (both pickled, by reference for functions). If the
+        fork fails before `fn` returns (the payload cannot be loaded, `fn` raises past its own handler),
+        the traceback is written to `died` (a path), so the caller can say what happened."""
         import pickle
         path = os.path.join(folder, f"payload-{secrets.token_hex(8)}.pkl")
         with open(path, "wb") as f:
@@ -425,7 +427,8 @@ class Zygote:
         status_r, status_w = os.pipe()
         try:
             with self.lock:
-                socket.send_fds(self.sock, [json.dumps({"payload": path}).encode()], [status_w])
+                request = {"payload": path, "died": died}
+                socket.send_fds(self.sock, [json.dumps(request).encode()], [status_w])
                 reply = self.sock.recv(_PID.size, socket.MSG_WAITALL)
         finally:
             os.close(status_w)
@@ -435,15 +438,27 @@ class Zygote:
         return _Served(_PID.unpack(reply)[0], status_r)
 
 
+PAYLOAD_FAILED = 70  # the exit code of a zygote's fork whose payload failed (its traceback: request["died"])
+
+
 def _run_payload(request: dict, fds: list[int]) -> None:
     import pickle
+    import traceback
+    code = PAYLOAD_FAILED
     try:
         with open(request["payload"], "rb") as f:
             fn, args = pickle.load(f)
         os.remove(request["payload"])
         fn(*args)
+    except BaseException:  # noqa: BLE001 - an exit code alone would hide what happened: keep the traceback
+        if request.get("died"):
+            try:
+                with open(request["died"], "w") as f:
+                    f.write(traceback.format_exc())
+            except OSError:
+                pass
     finally:
-        os._exit(70)
+        os._exit(code)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,8 +41,8 @@ _perf_counter = time.perf_counter
 
 import torch  # noqa: E402
 
-from . import channel, counters, gpucompile, judge, observe, runtime, sandbox, timing  # noqa: E402  (timing: its clocks)
-from .channel import CaseResult, Job, LoadError, Ready, TimingResult  # noqa: E402
+from . import channel, compilepass, counters, gpucompile, judge, observe, runtime, sandbox, timing  # noqa: E402
+from .channel import CaseResult, CompileResult, Job, LoadError, Ready, TimingResult  # noqa: E402
 from .exercises import get as get_exercise  # noqa: E402
 from .exercises.base import cached_inputs  # noqa: E402
 
@@ -441,6 +441,9 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
                 reply(run_one(exercise, fn, command, device, source_file, watch))
             elif command.get("cmd") == "time":
                 reply(time_one(exercise, fn, command, device, source_file, watch))
+            elif command.get("cmd") == "compile":  # the compile pass: the GPU's cases, compiled, not run
+                reply(CompileResult(cases=compilepass.run(exercise, fn, command["cases"]),
+                                    tampered=tampered(watch)))
             else:
                 break
     except closed:  # the grader went away

@@ -84,7 +84,8 @@ def uncited(paragraph: str, pages=_page_figures) -> list[str]:
         if cited and all(any(_on_page(n, unit, page) for page in cited) for n in numbers):
             continue
         where = "not on the docs/ page it cites" if cited else "no source in its paragraph"
-        missing.append(f"{match.group(0)!r} ({where}): …{' '.join(paragraph[max(0, match.start() - 90):match.end() + 20].split())}…")
+        context = " ".join(paragraph[max(0, match.start() - 90):match.end() + 20].split())
+        missing.append(f"{match.group(0)!r} ({where}): …{context}…")
     return missing
 
 

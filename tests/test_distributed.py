@@ -41,6 +41,7 @@ ADVERSARIAL = [
     ("ddp_peeks.py", "distributed.allreduce_gradients", ["kept its own local gradients"]),
     ("zero_floor.py", "distributed.zero_memory", ["not a multiple of N", "ceil(Ψ/N)"]),
     ("zero_wrong_shard.py", "distributed.zero_memory", ["grads", "not sharded before stage 2"]),
+    ("ring_exits.py", "distributed.ring_allreduce", ["ended before it could report", "os._exit"]),
 ]
 
 
@@ -191,6 +192,51 @@ def _raises_on_rank_one(rank, world):
 def test_run_ranks_reports_the_failing_rank():
     with pytest.raises(D.RankError, match="rank 1 of 2 raised: ValueError: boom on purpose"):
         D.run_ranks(_raises_on_rank_one, 2, timeout=60)
+
+
+def _cuda_in_a_fork():
+    raise RuntimeError("Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
+                       "you must use the 'spawn' start method")
+
+
+class _LoadsLikeACudaTensor:
+    """Unpickling it fails as a CUDA tensor's unpickling fails in a rank forked after CUDA was initialised
+    (what lesson 09's cases did on a GPU): the rank dies before its function runs."""
+
+    def __reduce__(self):
+        return (_cuda_in_a_fork, ())
+
+
+def _returns_rank(rank, world, *_):
+    return rank
+
+
+@pytest.fixture
+def zygote():
+    from gpuprinciples import sandbox
+    sandbox.Zygote.current = z = sandbox.Zygote()
+    yield z
+    sandbox.Zygote.current = None
+    z.sock.close()
+    os.waitpid(z.pid, 0)
+
+
+def test_a_rank_that_dies_loading_its_payload_says_why_not_an_exit_code(zygote):
+    with pytest.raises(D.RankError) as raised:
+        D.run_ranks(_returns_rank, 2, per_rank=[(1,), (_LoadsLikeACudaTensor(),)], timeout=60)
+    message = str(raised.value)
+    assert "rank 1 of 2 ended before it could report a result" in message
+    assert "Cannot re-initialize CUDA in forked subprocess" in message and "gloo" in message
+    assert "exit code" not in message
+
+
+def _exits(rank, world):
+    os._exit(0)
+
+
+def test_a_rank_that_exits_without_a_result_is_a_sentence(zygote):
+    with pytest.raises(D.RankError, match=r"rank 0 of 2 ended before it could report a result: .*os\._exit"):
+        D.run_ranks(_exits, 2, per_rank=[(), ()], timeout=60)
 
 
 def _hangs(rank, world, folder):

@@ -7,8 +7,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gpuprinciples import exercises, judge, roofline
 from gpuprinciples.channel import TimingResult
-from gpuprinciples.exercises import Timing
-from gpuprinciples.exercises import decoding
+from gpuprinciples.exercises import Timing, decoding
 from gpuprinciples.hardware import Ceilings
 
 H200ISH = Ceilings("cuda", "test GPU", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=800e12, tf32_flops=400e12)

@@ -48,6 +48,15 @@ class Case:
 GPU_HALF_DTYPES = (torch.bfloat16, torch.float16)
 
 
+def dtype_plan(specs: Sequence, mode: str) -> list[tuple[Any, torch.dtype]]:
+    """Each case spec with its dtype: float32 on a CPU, bf16 and fp16 in turn on a GPU; on a CPU the second
+    spec (a small one) once more in each of the GPU's dtypes (GPU_HALF_DTYPES), so that its launches are
+    compiled for sm_90 as a GPU compiles them."""
+    if mode == "cpu":
+        return [(spec, torch.float32) for spec in specs] + [(specs[1], dtype) for dtype in GPU_HALF_DTYPES]
+    return [(spec, GPU_HALF_DTYPES[i % len(GPU_HALF_DTYPES)]) for i, spec in enumerate(specs)]
+
+
 # ---------------------------------------------------------------------------------------------
 # Tolerances: per output dtype. float32 is held to 1e-5 (the contract says no looser than 1e-4).
 # ---------------------------------------------------------------------------------------------
@@ -78,6 +87,11 @@ class Requirement:
     def evaluate(self, counts: dict, case: Case) -> str | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def evaluate_part(self, counts: dict, case: Case) -> str | None:
+        """On a machine outside `modes`: a failure judged from what this machine does count (a part of
+        the requirement, enough to fail it), else None. One verdict: whatever fails here fails there."""
+        return None
+
 
 @dataclass(frozen=True)
 class LaunchesTriton(Requirement):
@@ -98,8 +112,18 @@ class CompilesForGPU(Requirement):
     compiles each one for sm_90 (gpucompile.py), so a CPU pass means a GPU accepts the code too. Every
     exercise that asks for a Triton launch gets this one (FunctionExercise adds it)."""
 
+    no_evidence = "no Triton kernel was compiled"
+
     def describe(self) -> str:
         return "compiles for an H100/H200 GPU (sm_90)"
+
+    def has_evidence(self, counts) -> bool:
+        return bool(counts.get("compiled"))
+
+    def evaluate_error(self, error: str, case) -> str | None:
+        """A case whose launch the compiler refused raised (on a GPU, Triton's CompilationError; on a CPU, the
+        sm_90 compile's refusal): it fails this requirement on both machines, not only the case."""
+        return error if "does not compile for" in error else None
 
     def evaluate(self, counts, case):
         refused = [c for c in counts.get("compiled") or () if not c["ok"]]
@@ -117,9 +141,13 @@ class WritesEveryOutput(Requirement):
     exercise with LaunchesTriton gets it (FunctionExercise adds it)."""
 
     modes: tuple[str, ...] = ("cpu",)
+    no_evidence = "the stores were not tracked"
 
     def describe(self) -> str:
         return "every output element written by its kernel in the call"
+
+    def has_evidence(self, counts) -> bool:
+        return "output_unwritten" in counts
 
     def evaluate(self, counts, case):
         missing = counts.get("output_unwritten")
@@ -237,7 +265,23 @@ class BytesWithin(Requirement):
                     + (f", PyTorch copies {_fmt_bytes(counts['torch_bytes'])}" if counts["torch_bytes"] else "")
                     + (f", less {_fmt_bytes(counts['cached_reread_bytes'])} of cached re-reads"
                        if counts.get("cached_reread_bytes") else ""))
-        # and at least the input: a kernel that reads less did not do the work (NumPy or hidden PyTorch did)
+        return self._reads_the_input(counts, case)
+
+    def evaluate_part(self, counts, case):
+        """On a GPU the loads and stores are not counted, PyTorch's copies are (the dispatcher sees them on
+        both machines): a kernel reads every input byte and writes every output byte at least once, so
+        copies beyond (factor − 1) × the minimum alone take the bytes past the budget, as on a CPU."""
+        least = self.minimum(case)
+        copied = counts.get("torch_bytes") or 0
+        if copied > (self.factor - 1) * least:
+            return (f"PyTorch copies {_fmt_bytes(copied)} in case {case.label}, on top of what the kernel moves "
+                    f"(at least the minimum, {_fmt_bytes(least)}): more than the {self.factor:g}× budget "
+                    "allows; a copy of an input (x.contiguous() of a strided view, a .to() or .clone()) moves "
+                    "it through memory twice: read it where it is, with its strides, in the kernel")
+        return None
+
+    def _reads_the_input(self, counts, case):
+        # at least the input: a kernel that reads less did not do the work (NumPy or hidden PyTorch did)
         need, read = counts.get("input_bytes"), counts.get("input_load_bytes")
         if need and read is not None and read < need:
             return (f"the Triton kernel read {_fmt_bytes(read)} of the {_fmt_bytes(need)} of input in case "

@@ -23,7 +23,6 @@ import torch
 
 from ..decoder import LLAMA_1B, LLAMA_8B, DecoderConfig
 from .base import (
-    GPU_HALF_DTYPES,
     TOLERANCES,
     Case,
     FunctionExercise,
@@ -35,6 +34,7 @@ from .base import (
     Timing,
     ValueExercise,
     _fmt_bytes,
+    dtype_plan,
     judge_live_loads,
     output_problems,
     traced_run,
@@ -348,14 +348,6 @@ def _decode_specs(gen: torch.Generator, mode: str) -> list[tuple]:
             (2, 8, 1, _odd(gen, 3000, 6000), 128, "large", "stacked")]
 
 
-def _plan(specs: list[tuple], mode: str) -> list[tuple[tuple, torch.dtype]]:
-    """Each spec with its dtype: float32 on a CPU, bf16 and fp16 in turn on a GPU; on a CPU the second spec (a
-    small one) once more in each of the GPU's dtypes (GPU_HALF_DTYPES)."""
-    if mode == "cpu":
-        return [(spec, torch.float32) for spec in specs] + [(specs[1], dtype) for dtype in GPU_HALF_DTYPES]
-    return [(spec, GPU_HALF_DTYPES[i % len(GPU_HALF_DTYPES)]) for i, spec in enumerate(specs)]
-
-
 def _label(spec, dtype, lens, extra: str = "") -> str:
     B, Hq, Hkv, S, D, kind, layout = spec
     return (f"B={B} Hq={Hq} Hkv={Hkv} S_max={S} D={D} {kind} {layout}{extra} {str(dtype)[6:]}, "
@@ -364,7 +356,7 @@ def _label(spec, dtype, lens, extra: str = "") -> str:
 
 def _decode_cases(gen: torch.Generator, mode: str) -> list[Case]:
     cases = []
-    for spec, dtype in _plan(_decode_specs(gen, mode), mode):
+    for spec, dtype in dtype_plan(_decode_specs(gen, mode), mode):
         args = _decode_values(gen, spec, dtype)
         cases.append(Case(_label(spec, dtype, args[3]), args, decoy=_decode_values(gen, spec, dtype)))
     return cases
@@ -622,7 +614,7 @@ def _paged_specs(gen, mode) -> list[tuple]:
 
 def _paged_cases(gen: torch.Generator, mode: str) -> list[Case]:
     cases = []
-    for spec, dtype in _plan(_paged_specs(gen, mode), mode):
+    for spec, dtype in dtype_plan(_paged_specs(gen, mode), mode):
         args = _paged_values(gen, spec, dtype)
         cases.append(Case(_label(spec[:7], dtype, args[4], f" page={spec[7]}"), args,
                           decoy=_paged_values(gen, spec, dtype)))

@@ -25,7 +25,6 @@ import torch
 from .. import counters, runtime
 from ..kernels.attention import attention_float64, naive_attention, sdpa
 from .base import (
-    GPU_HALF_DTYPES,
     Case,
     FunctionExercise,
     LaunchesTriton,
@@ -36,6 +35,7 @@ from .base import (
     ValueExercise,
     _fmt_bytes,
     compare_tensors,
+    dtype_plan,
     output_problems,
 )
 
@@ -330,13 +330,8 @@ ATTENTION_SPECS = {
 
 def _cases_for(exercise_id: str):
     def cases(gen: torch.Generator, mode: str) -> list[Case]:
-        specs = ATTENTION_SPECS[exercise_id][mode]
-        dtypes = [torch.float32] if mode == "cpu" else list(GPU_HALF_DTYPES)
-        plan = [(spec, dtypes[i % len(dtypes)]) for i, spec in enumerate(specs)]
-        if mode == "cpu":  # the GPU's dtypes too, at the second (a small) shape: see GPU_HALF_DTYPES
-            plan += [(specs[1], dtype) for dtype in GPU_HALF_DTYPES]
         found = []
-        for (B, H, N, D, causal, kind), dtype in plan:
+        for (B, H, N, D, causal, kind), dtype in dtype_plan(ATTENTION_SPECS[exercise_id][mode], mode):
             N = N(gen) if callable(N) else N
             args = _attention_values(gen, (B, H, N, D), kind, dtype)
             decoy = _attention_values(gen, (B, H, N, D), kind, dtype)
