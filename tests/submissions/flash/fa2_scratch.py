@@ -3,7 +3,10 @@
 What the grader must allow, and did not: the log-sum-exp of every row is written to a buffer padded to
 a multiple of 128 rows, and every K/V tile stores the rows' rescaling factor to a per-row scratch
 buffer and reads it back (a workaround the first Triton FlashAttention kernels used). Stored beyond
-the output: O(rows × tiles) bytes, never N×N. q, k, v each bring their own strides."""
+the output: O(rows × tiles) bytes, never N×N. q, k, v each bring their own strides.
+On a GPU the round trip needs barriers around the store: the threads that load a row's
+factor are not those that stored it, and without one an H200 read stale factors (19,388 of 217,728 values
+wrong at N = 567, bf16); the interpreter, one thread, cannot show that race."""
 
 import math
 
@@ -45,7 +48,9 @@ def fwd_kernel(Q, K, V, Out, Lse, Tmp, softmax_scale,
         p = tl.exp(qk * softmax_scale - m_ij[:, None])
         l_ij = tl.sum(p, 1)
         acc_o_scale = tl.exp(m_i - m_ij)
+        tl.debug_barrier()  # every thread has read the last factor before it is overwritten ...
         tl.store(t_ptrs, acc_o_scale)  # the scratch round trip: one float per row per K/V tile
+        tl.debug_barrier()  # ... and has stored this one before any thread reads it
         acc_o_scale = tl.load(t_ptrs)
         acc_o = acc_o * acc_o_scale[:, None]
         v = tl.load(v_base + cols[:, None] * stride_vn + offs_d[None, :], mask=cols[:, None] < seqlen, other=0.0)
@@ -54,7 +59,9 @@ def fwd_kernel(Q, K, V, Out, Lse, Tmp, softmax_scale,
         l_i_new = tl.exp(lse_i - m_ij) + l_ij
         lse_i = m_ij + tl.log(l_i_new)
     o_scale = tl.exp(m_i - lse_i)
+    tl.debug_barrier()
     tl.store(t_ptrs, o_scale)
+    tl.debug_barrier()
     o_scale = tl.load(t_ptrs)
     acc_o = acc_o * o_scale[:, None]
     tl.store(Lse + off_hb * seqlen_rounded + offs_m, lse_i)  # padded rows too: the buffer is rounded up

@@ -19,9 +19,9 @@ def k(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
 
 def softmax(x):
     m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype)
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     # room past the end, so the unmasked reads stay inside memory we own
-    padded = torch.empty(x.shape[0] * x.stride(0) + triton.next_power_of_2(n), dtype=x.dtype)
+    padded = torch.empty(x.shape[0] * x.stride(0) + triton.next_power_of_2(n), dtype=x.dtype, device=x.device)
     padded[: x.shape[0] * x.stride(0)].view(x.shape[0], x.stride(0))[:, :n].copy_(x)
     k[(m,)](padded, y, n, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n))
     return y

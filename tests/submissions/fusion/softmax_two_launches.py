@@ -24,7 +24,7 @@ def normalise(x_ptr, m_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constex
 
 def softmax(x):
     m, n = x.shape
-    y, mx = torch.empty((m, n), dtype=x.dtype), torch.empty(m, dtype=x.dtype)
+    y, mx = torch.empty((m, n), dtype=x.dtype, device=x.device), torch.empty(m, dtype=x.dtype, device=x.device)
     BLOCK = triton.next_power_of_2(n)
     row_max[(m,)](x, mx, n, x.stride(0), BLOCK=BLOCK)
     normalise[(m,)](x, mx, y, n, x.stride(0), y.stride(0), BLOCK=BLOCK)
