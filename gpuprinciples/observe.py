@@ -59,13 +59,18 @@ _internal_threads: set = set()  # threads PyTorch or Triton started during a cal
 
 
 def _learners_frame(skip: int = 2):
-    """The innermost frame outside the standard library, or None when that frame belongs to PyTorch,
-    Triton or this package (their own compiler processes and threads are not the learner's)."""
+    """Whose code started this: walking out from the innermost frame past the standard library and other
+    installed packages (tqdm, joblib: they act for whoever called them), the first frame of PyTorch,
+    Triton or this package makes it theirs (None: Inductor compiling a baseline starts tqdm's monitor
+    thread), the first frame of any other code makes it the learner's (that frame is returned)."""
     frame = _getframe(skip)
     while frame is not None:
         path = os.path.realpath(frame.f_code.co_filename)
-        if (path.startswith(_SITE) or not path.startswith(_STDLIB)) and not path.startswith("<frozen"):
-            return None if path.startswith(_OURS) else frame
+        if path.startswith(_OURS):
+            return None
+        library = path.startswith(_SITE) or path.startswith(_STDLIB) or path.startswith("<frozen")
+        if not library:
+            return frame
         frame = frame.f_back
     return None
 
@@ -101,8 +106,9 @@ def _wrap_thread_start(module, name: str) -> None:
         ours = _armed[0] and _learners_frame(2) is None  # PyTorch's or Triton's own thread
         _note("thread", "started a thread")
         ident = original(*args, **kwargs)
-        if ours:
-            _internal_threads.add(ident if isinstance(ident, int) else getattr(ident, "ident", None))
+        key = ident if isinstance(ident, int) else getattr(ident, "ident", None)
+        # thread ids are reused once a thread ends: a new thread's id is PyTorch's only while PyTorch started it
+        (_internal_threads.add if ours else _internal_threads.discard)(key)
         return ident
 
     start._gp_watched = True

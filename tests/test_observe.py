@@ -219,4 +219,34 @@ def test_a_frame_in_site_packages_is_no_standard_library_frame(monkeypatch):
     monkeypatch.setattr(observe, "_SITE", (package,))  # ... in "site-packages"
     assert observe._learners_frame(0) is None  # the innermost frame is this package's: not the learner's
     monkeypatch.setattr(observe, "_SITE", ())
-    assert observe._learners_frame(0) is not None  # read as the stdlib, it was skipped: pytest's frame was blamed
+    assert observe._learners_frame(0) is None  # ours first, wherever it is installed
+
+
+def _in_file(path: str, source: str, **names):
+    """Functions whose frames report `path` as their file: code of an installed package, or of PyTorch."""
+    namespace = dict(names)
+    exec(compile(source, path, "exec"), namespace)
+    return namespace
+
+
+def test_a_thread_an_installed_package_starts_for_pytorch_is_not_the_learners_but_for_the_learner_it_is():
+    """On an H200 torch.compile, compiling a baseline during the timed calls, started tqdm's monitor thread,
+    and the reference solutions of fusion.layernorm and bias_gelu failed for it. Whose thread it is: the first
+    frame out from the call that is neither the standard library nor an installed package decides."""
+    import os
+    observe.install()
+    package = _in_file(os.path.join(observe._SITE[0], "a_package", "monitor.py"), (
+        "def start():\n"  # what tqdm does at its first bar: a monitor thread that outlives the call
+        "    t = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True, name='a_package_monitor')\n"
+        "    t.start()\n"
+        "    return t\n"), threading=threading)
+    pytorch = _in_file(os.path.join(os.path.dirname(torch.__file__), "_inductor", "compile_like.py"),
+                       "def compile_baseline():\n    return start()\n", start=package["start"])
+    for start, learners in ((pytorch["compile_baseline"], False), (package["start"], True)):
+        before = observe.snapshot()
+        with observe.armed():
+            t = start()  # for the learner: this test's frame is the first that is no library's
+        left, noted = observe.leftovers(*before), observe.take_noted()
+        assert (left["threads_alive"] == ["a_package_monitor"]) is learners, (learners, left)
+        assert bool(noted) is learners, (learners, noted)
+        t.join()
