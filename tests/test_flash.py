@@ -181,7 +181,8 @@ MERGE_MISTAKES = {
                             "    return m, s1 * torch.exp(m1 - m) + s2 * torch.exp(m2 - m)\n",
                             "nan in the wrong places"),
     "overflows": ("def merge(m1, s1, m2, s2):\n    import torch\n    m = torch.maximum(m1, m2)\n"
-                  "    return m, (s1 * torch.exp(m1) + s2 * torch.exp(m2)) / torch.exp(m)\n", "case large maxima"),
+                  "    return m, (s1 * torch.exp(m1) + s2 * torch.exp(m2)) / torch.exp(m)\n",
+                  "large maxima (exp(m) overflows)"),
     "forgets_rescaling": ("def merge(m1, s1, m2, s2):\n    import torch\n    return torch.maximum(m1, m2), s1 + s2\n",
                           "s: "),
 }

@@ -20,7 +20,7 @@ SEED = 11  # fixed, so a failure here can be reproduced; the grader draws fresh 
 # file -> phrases that must all appear in the reasons (lower case)
 EXPECTED = {
     "calls_mm.py": ["pytorch operators did work", "mm ×1"],
-    "wrong_tail.py": ["values wrong (case"],
+    "wrong_tail.py": ["values wrong ("],
     "no_tensor_cores.py": ["no kernel multiplied bf16 or fp16 tiles with tl.dot", "tensor cores"],
 }
 if runtime.INTERPRETER:  # loads are traced under the interpreter only

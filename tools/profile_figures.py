@@ -49,7 +49,8 @@ def machine() -> dict:
     props = torch.cuda.get_device_properties(0)
     return {"gpu": props.name, "sms": props.multi_processor_count, "l2_cache_size": props.L2_cache_size,
             "total_memory": props.total_memory, "torch": torch.__version__, "triton": triton.__version__,
-            "cuda": torch.version.cuda, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+            "cuda": torch.version.cuda,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
 def record_small_profile() -> dict:
