@@ -208,6 +208,10 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         report.correct = correct == len(cases)
         report.checks.append(CheckLine("correct", report.correct,
                                        f"{correct} of {len(cases)} cases match the reference"))
+        over_read = sum(bool(v.reads) for v in verdicts)
+        if over_read:  # the per-element load rules (LiveLoads) failed: shown beside the values, not as them
+            report.checks.append(CheckLine("loads", False, f"{over_read} of {len(cases)} cases loaded what they must "
+                                           "not, or skipped or re-read live elements"))
         requirements = judge.judge_requirements(exercise.requirements, verdicts, _requirement_mode())
         for r in requirements:
             report.checks.append(CheckLine(r.name, r.passed, r.detail))

@@ -22,7 +22,7 @@ import torch
 from . import honesty, roofline
 from .channel import CaseResult, TimingResult
 from .exercises import Case, compare_tensors
-from .exercises.base import BytesWithin, memory_bytes
+from .exercises.base import BytesWithin, LoadReason, memory_bytes
 
 # Device work after a timed call's window (median) may reach this fraction of the call, plus this floor,
 # before the call is refused: the measure is a difference of two host round trips, so it has jitter.
@@ -43,6 +43,8 @@ class CaseVerdict:
     error: str | None = None  # the learner's function raised (then nothing else was judged)
     problems: list[str] = field(default_factory=list)
     counts: dict | None = None  # the counters' evidence, when the function returned
+    # what its kernels read that they must not (LoadReason): a failure, though its values may be right
+    reads: list[str] = field(default_factory=list)
 
     @property
     def correct(self) -> bool:
@@ -89,7 +91,10 @@ def judge_case(exercise, case: Case, want, result: CaseResult, device: str) -> C
         if problems:
             return verdict
     if custom:
-        problems += exercise.compare(result.output, want, case)
+        reasons = exercise.compare(result.output, want, case)
+        # an over-read is an over-read: it leads the report and does not make right values "wrong"
+        verdict.reads = [r for r in reasons if isinstance(r, LoadReason)]
+        problems += [r for r in reasons if not isinstance(r, LoadReason)]
     else:
         problems += compare_tensors(result.output, want, case, dtype=output_dtype(case, want))
     return verdict
@@ -169,8 +174,10 @@ def merge_by_case(problems: list[tuple[str, Case]], total: int) -> list[str]:
 
 
 def case_reasons(verdicts: list[CaseVerdict]) -> list[str]:
-    """The reasons of every case that was wrong, each problem once."""
+    """The reasons of every case that was wrong, each problem once; what a kernel read first (where it read
+    what it must not, a wrong value is most likely its consequence)."""
     problems = [(f"raised on case {v.case.label}: {v.error}", v.case) for v in verdicts if v.error is not None]
+    problems += [(p, v.case) for v in verdicts for p in v.reads]
     problems += [(p, v.case) for v in verdicts for p in v.problems]
     return merge_by_case(problems, len(verdicts))
 

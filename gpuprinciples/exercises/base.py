@@ -367,6 +367,11 @@ def _storage_view(t: torch.Tensor, values: torch.Tensor, fill=0) -> torch.Tensor
     return flat
 
 
+class LoadReason(str):
+    """A reason about what a kernel read (a `LiveLoads` rule), not about the values it returned: a `compare`
+    may return it beside value reasons, and the case's values still count as right (judge.judge_case)."""
+
+
 def judge_live_loads(regions: Sequence[LiveLoads], loads: dict, case: Case) -> list[str]:
     """At most one sentence per rule for this case, from the per-element load counts a `traced_run` sent
     back. Inputs that shared a storage where the kernel ran (K and V halves of one buffer) are judged
@@ -412,7 +417,7 @@ def judge_live_loads(regions: Sequence[LiveLoads], loads: dict, case: Case) -> l
     if over:
         reasons.append("loaded the live elements " + "; ".join(words for words, _ in over) + f" in case {case.label}: "
                        f"read each live element {over[0][1]}")
-    return reasons
+    return [LoadReason(r) for r in reasons]
 
 
 # ---------------------------------------------------------------------------------------------
