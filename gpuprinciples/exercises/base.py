@@ -58,6 +58,27 @@ def dtype_plan(specs: Sequence, mode: str) -> list[tuple[Any, torch.dtype]]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Size regimes. A kernel right only while its grid fits the SMs, while K fits one tile, or while the context is
+# short would pass a CPU whose cases are all small and fail a GPU's. So an exercise states, as data, the regimes
+# its GPU cases (and timed inputs, whose outputs are checked) reach, and a CPU grades one case of each, at the
+# smallest size that reaches it ("One verdict everywhere").
+# ---------------------------------------------------------------------------------------------
+
+H200_SMS = 132
+
+
+@dataclass(frozen=True)
+class Regime:
+    words: str  # what the case reaches, appended to its label
+    spec: Callable[[torch.Generator], Any]  # the exercise's own case spec, drawn at the smallest size that reaches it
+
+
+def regime_specs(regimes: Sequence[Regime], gen: torch.Generator, mode: str) -> list[tuple[Any, str]]:
+    """(spec, words) of each regime a CPU grades besides its small cases; none on a GPU (its cases reach them)."""
+    return [] if mode != "cpu" else [(r.spec(gen), r.words) for r in regimes]
+
+
+# ---------------------------------------------------------------------------------------------
 # Tolerances: per output dtype. float32 is held to 1e-5 (the contract says no looser than 1e-4).
 # ---------------------------------------------------------------------------------------------
 

@@ -51,15 +51,18 @@ from .. import counters, runtime
 from .. import occupancy as occ
 from . import _hierarchy_recorded as RECORDED
 from .base import (
+    H200_SMS,
     Case,
     FunctionExercise,
     LaunchesTriton,
     MaxLaunches,
     NoTorchCompute,
+    Regime,
     Timing,
     UsesTensorCores,
     ValueExercise,
     _fmt_bytes,
+    regime_specs,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -411,6 +414,16 @@ def _values(gen, shape, kind: str, dtype: torch.dtype) -> torch.Tensor:
     return x.to(torch.bfloat16).to(dtype)
 
 
+# The regimes an H200's cases reach (K up to 3000, 1024² and more): K over several tiles, past one tile of 512
+# that holds a whole small K; more tiles than SMs, where a persistent grid starts its second wave. (M, N, K).
+MATMUL_REGIMES = (
+    Regime("K past one tile of 512", lambda gen: (_odd(gen, 20, 60), _multiple(gen, 4, 20, 60),
+                                                   _multiple(gen, 4, 516, 560))),
+    Regime(f"more 64×64 tiles than an H200's {H200_SMS} SMs", lambda gen: (
+        _odd(gen, 11 * 64 + 1, 12 * 64), _multiple(gen, 4, 11 * 64 + 4, 12 * 64 - 4), _multiple(gen, 4, 8, 24))),
+)
+
+
 def _matmul_cases(gen: torch.Generator, mode: str) -> list[Case]:
     if mode == "cpu":
         dtype, unit = torch.float32, 4  # 16-byte rows
@@ -431,11 +444,13 @@ def _matmul_cases(gen: torch.Generator, mode: str) -> list[Case]:
                  ((_odd(gen, 200, 500), _multiple(gen, unit, 200, 500), _multiple(gen, unit, 1500, 3000)), "large"),
                  ((_odd(gen, 3000, 5000), _multiple(gen, unit, 16, 64), _multiple(gen, unit, 200, 500)), "normal"),
                  ((1024, 1024, 1024), "normal")]
+    specs = [(*spec, "") for spec in specs] + [(shape, "normal", f" ({regime})")
+                                               for shape, regime in regime_specs(MATMUL_REGIMES, gen, mode)]
     cases = []
-    for (m, n, k), kind in specs:
+    for (m, n, k), kind, regime in specs:
         def make(kind=kind, m=m, n=n, k=k):
             return _values(gen, (m, k), kind, dtype), _values(gen, (k, n), kind, dtype)
-        label = f"M={m} N={n} K={k} {kind} {str(dtype).replace('torch.', '')}"
+        label = f"M={m} N={n} K={k} {kind} {str(dtype).replace('torch.', '')}{regime}"
         cases.append(Case(label, make(), decoy=make("normal")))
     if mode == "cpu":  # in bf16, as on a GPU: the launch compiled for sm_90 is this one's
         m, n, k = _odd(gen, 30, 90), _multiple(gen, 8, 30, 100), _multiple(gen, 8, 30, 100)

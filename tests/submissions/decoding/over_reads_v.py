@@ -43,7 +43,7 @@ def decode_attention(q, k_cache, v_cache, seq_lens):
     B, Hq, D = q.shape
     Hkv, S = k_cache.shape[1], k_cache.shape[2]
     out = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
-    over_read_kernel[(B * Hkv,)](q, k_cache, v_cache, out, seq_lens, Hkv, S, 1 / math.sqrt(D), q.stride(0), q.stride(1),
-                                  *k_cache.stride()[:3], *v_cache.stride()[:3], out.stride(0), out.stride(1),
-                                  G=Hq // Hkv, BG=max(16, triton.next_power_of_2(Hq // Hkv)), D=D, BN=32)
+    over_read_kernel[(B * Hkv,)](q, k_cache, v_cache, out, seq_lens, Hkv, S, 1 / math.sqrt(D), q.stride(0),
+                                 q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], out.stride(0),
+                                 out.stride(1), G=Hq // Hkv, BG=max(16, triton.next_power_of_2(Hq // Hkv)), D=D, BN=32)
     return out
