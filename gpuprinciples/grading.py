@@ -344,7 +344,7 @@ def _prove_comparison_can_fail(exercise, cases, expected) -> None:
 
 
 def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: Report) -> None:
-    """Time in the child; fingerprint the right outputs of every input variant here; judge here.
+    """Time in the child; here, make some timed calls' inputs again and fingerprint their right outputs; judge here.
     `which`: the index of the timed input (Timing.each); the first one's figures are the report's own,
     another's sit under "timing <label>"."""
     from . import hardware, roofline
