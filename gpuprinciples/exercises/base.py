@@ -74,8 +74,13 @@ class Regime:
 
 
 def regime_specs(regimes: Sequence[Regime], gen: torch.Generator, mode: str) -> list[tuple[Any, str]]:
-    """(spec, words) of each regime a CPU grades besides its small cases; none on a GPU (its cases reach them)."""
-    return [] if mode != "cpu" else [(r.spec(gen), r.words) for r in regimes]
+    """(spec, words) of each regime a CPU grades besides its small cases; none on a GPU (its cases reach them).
+    Sizes come from a generator of their own, seeded from `gen`'s seed: `gen` does not advance, so the other
+    cases of a seed stay what they were (the adversarial tests' fixed seeds)."""
+    if mode != "cpu":
+        return []
+    own = torch.Generator().manual_seed((gen.initial_seed() * 31 + 27) % 2**62)
+    return [(r.spec(own), r.words) for r in regimes]
 
 
 # ---------------------------------------------------------------------------------------------
