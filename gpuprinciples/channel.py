@@ -180,7 +180,8 @@ class TimingResult(Message):
 
     `rounds`: per interleaved round, name -> seconds; `after_window`: name -> per-call seconds of
     device work left running after the window; `fingerprints`: per timed call of the learner's
-    function, in order, a fingerprint of its output (call i ran on input variant i % variants)."""
+    function, in order, a fingerprint of its output (call i ran on the inputs of judge.round_seed(seed, i):
+    new values every call)."""
 
     EVENT: typing.ClassVar[str] = "timing"
     error: str | None = None

@@ -36,8 +36,9 @@ from .submission import Submission, SubmissionError, from_function
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("GPUPRINCIPLES_TIMEOUT", "0") or 0) or None
 NOT_ATTEMPTED_TEXT = "not attempted yet: replace the `raise NotImplementedError` with your solution"
-# input variants the timed rounds cycle through (same buffers, other values)
-TIMING_VARIANTS = 3
+# timed calls whose outputs the grader checks against its own reference: the first, the last and some drawn at
+# random after the run (every call has new values, judge.round_seed; a replayed answer is wrong on most of them)
+CHECKED_TIMED_CALLS = 6
 # The baselines' samples, timed in the first check of an exercise in this process (a notebook session, on
 # this GPU) and reused by the later ones: a learner's second try does not wait for torch.compile again.
 # GPUPRINCIPLES_RETIME_BASELINES=1 times them in every check, side by side with the learner's calls.
@@ -208,6 +209,10 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         report.correct = correct == len(cases)
         report.checks.append(CheckLine("correct", report.correct,
                                        f"{correct} of {len(cases)} cases match the reference"))
+        over_read = sum(bool(v.reads) for v in verdicts)
+        if over_read:  # the per-element load rules (LiveLoads) failed: shown beside the values, not as them
+            report.checks.append(CheckLine("loads", False, f"{over_read} of {len(cases)} cases loaded what they must "
+                                           "not, or skipped or re-read live elements"))
         requirements = judge.judge_requirements(exercise.requirements, verdicts, _requirement_mode())
         for r in requirements:
             report.checks.append(CheckLine(r.name, r.passed, r.detail))
@@ -339,13 +344,13 @@ def _prove_comparison_can_fail(exercise, cases, expected) -> None:
 
 
 def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: Report) -> None:
-    """Time in the child; fingerprint the right outputs of every input variant here; judge here.
+    """Time in the child; here, make some timed calls' inputs again and fingerprint their right outputs; judge here.
     `which`: the index of the timed input (Timing.each); the first one's figures are the report's own,
     another's sit under "timing <label>"."""
     from . import hardware, roofline
 
     spec = exercise.timing.each()[which]
-    seeds = [secrets.randbits(62) for _ in range(TIMING_VARIANTS)]  # nothing the child sees reveals the case seed
+    seeds = [secrets.randbits(62)]  # nothing the child sees reveals the case seed
     sample_seed = secrets.randbits(62)
     key = (exercise.id, which)
     earlier = None if os.environ.get("GPUPRINCIPLES_RETIME_BASELINES") else _EARLIER_BASELINES.get(key)
@@ -357,15 +362,20 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
     _note_tampering(report, result.tampered)
     for reason in honesty.sentences(result.watched, "timing input"):
         report.fail(reason)
-    references, args = [], None
-    for seed in seeds:
-        variant = spec.inputs(torch.Generator(device="cuda").manual_seed(seed), "cuda")
+    calls = len(result.fingerprints)
+    rest = list(range(1, calls - 1))
+    checked = {0, calls - 1} | set(secrets.SystemRandom().sample(rest, min(len(rest), CHECKED_TIMED_CALLS - 2)))
+    references, args = {}, None
+    for call in sorted(c for c in checked if c >= 0):
+        variant = spec.inputs(torch.Generator(device="cuda").manual_seed(judge.round_seed(seeds[0], call)), "cuda")
         want = exercise.reference(*variant)
         first = variant[0]
-        references.append(judge.fingerprint(want.to(first.dtype) if isinstance(first, torch.Tensor) else want,
-                                            sample_seed))
+        references[call] = judge.fingerprint(want.to(first.dtype) if isinstance(first, torch.Tensor) else want,
+                                             sample_seed)
         args = args if args is not None else variant
         del want
+    if args is None:  # nothing came back: the judge says so; the inputs still give the minimum bytes
+        args = spec.inputs(torch.Generator(device="cuda").manual_seed(seeds[0]), "cuda")
     ceilings = hardware.ceilings()
     verdict = judge.judge_timing(spec, exercise.requirements, args, references, result,
                                  ceilings.copy_bandwidth, earlier[1] if earlier else None,

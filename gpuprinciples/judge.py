@@ -22,7 +22,7 @@ import torch
 from . import honesty, roofline
 from .channel import CaseResult, TimingResult
 from .exercises import Case, compare_tensors
-from .exercises.base import BytesWithin, memory_bytes
+from .exercises.base import BytesWithin, LoadReason, memory_bytes
 
 # Device work after a timed call's window (median) may reach this fraction of the call, plus this floor,
 # before the call is refused: the measure is a difference of two host round trips, so it has jitter.
@@ -43,6 +43,8 @@ class CaseVerdict:
     error: str | None = None  # the learner's function raised (then nothing else was judged)
     problems: list[str] = field(default_factory=list)
     counts: dict | None = None  # the counters' evidence, when the function returned
+    # what its kernels read that they must not (LoadReason): a failure, though its values may be right
+    reads: list[str] = field(default_factory=list)
 
     @property
     def correct(self) -> bool:
@@ -89,7 +91,10 @@ def judge_case(exercise, case: Case, want, result: CaseResult, device: str) -> C
         if problems:
             return verdict
     if custom:
-        problems += exercise.compare(result.output, want, case)
+        reasons = exercise.compare(result.output, want, case)
+        # an over-read is an over-read: it leads the report and does not make right values "wrong"
+        verdict.reads = [r for r in reasons if isinstance(r, LoadReason)]
+        problems += [r for r in reasons if not isinstance(r, LoadReason)]
     else:
         problems += compare_tensors(result.output, want, case, dtype=output_dtype(case, want))
     return verdict
@@ -169,8 +174,10 @@ def merge_by_case(problems: list[tuple[str, Case]], total: int) -> list[str]:
 
 
 def case_reasons(verdicts: list[CaseVerdict]) -> list[str]:
-    """The reasons of every case that was wrong, each problem once."""
+    """The reasons of every case that was wrong, each problem once; what a kernel read first (where it read
+    what it must not, a wrong value is most likely its consequence)."""
     problems = [(f"raised on case {v.case.label}: {v.error}", v.case) for v in verdicts if v.error is not None]
+    problems += [(p, v.case) for v in verdicts for p in v.reads]
     problems += [(p, v.case) for v in verdicts for p in v.problems]
     return merge_by_case(problems, len(verdicts))
 
@@ -221,6 +228,12 @@ def fingerprint(out: torch.Tensor, sample_seed: int) -> dict:
             "abs_sum": float(flat.double().abs().sum()), "shape": list(out.shape)}
 
 
+def round_seed(seed: int, call: int) -> int:
+    """The seed of timed call `call`'s inputs (call 0: the untimed first call): new values for every call, so a
+    cache keyed on values (not only buffers) never hits, and the grader can make any call's inputs again."""
+    return (seed + call * 0x9E3779B97F4A7C15) % 2**62
+
+
 def fingerprints_match(theirs, mine: dict, rtol: float = 2e-2, atol: float = 2e-2) -> bool:
     if not isinstance(theirs, dict) or theirs.get("shape") != mine["shape"]:
         return False
@@ -251,8 +264,8 @@ def judge_timing(spec, requirements, args: tuple, references: list[dict], result
                  peak_flops: float | None = None) -> TimingVerdict:
     """The timed calls' outputs, requirements and speed, from the raw samples.
 
-    `references[k]`: the grader's fingerprint of the right output on input variant k; timed call i
-    of the learner's function ran on variant i % len(references) (call 0 is the untimed first call).
+    `references`: {call i: the grader's fingerprint of the right output on call i's inputs} for the calls it
+    checked (call 0 is the untimed first call), or a list, call i then on variant i % len(references).
     `earlier`: samples of baselines timed in an earlier check (not in `result.rounds`), compared
     unpaired. `peak_flops`: the matmul rate measured here for the inputs' dtype (roofline.matmul_peak),
     which with `copy_bandwidth` makes this GPU's roof for the work: every verdict states its fraction."""
@@ -265,11 +278,13 @@ def judge_timing(spec, requirements, args: tuple, references: list[dict], result
     if not result.fingerprints or not result.rounds:
         verdict.reasons.append("the timing run sent back no timed calls")
         return verdict
-    wrong = [i for i, fp in enumerate(result.fingerprints)
-             if not fingerprints_match(fp, references[i % len(references)])]
+    if not isinstance(references, dict):
+        references = {i: references[i % len(references)] for i in range(len(result.fingerprints))}
+    checked = [i for i in range(len(result.fingerprints)) if i in references]
+    wrong = [i for i in checked if not fingerprints_match(result.fingerprints[i], references[i])]
     if wrong:
         verdict.reasons.append(
-            f"wrong on the large timing input: {len(wrong)} of {len(result.fingerprints)} calls returned an output "
+            f"wrong on the large timing input: {len(wrong)} of {len(checked)} calls returned an output "
             "that does not match the reference computed by the grader (between calls the inputs' values changed, "
             "in place: the answer must be computed from them every call)")
         return verdict

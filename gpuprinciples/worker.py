@@ -267,18 +267,23 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
               _tampered=_tampered, _record=counters.record, _copy=_copy,
               _fingerprint=judge.fingerprint, _Watch=observe.Watch) -> TimingResult:
     """Time the learner's function against the baselines on large inputs, and send back only raw
-    measurements. Each seed in `command["seeds"]` makes one variant of the inputs; before every
-    round the next variant is copied into the same buffers (same pointers, other values), and every
-    timed output is fingerprinted, so an answer kept per input pointer and replayed is caught."""
+    measurements. Call k's inputs are drawn from `judge.round_seed(command["seeds"][0], k)`: before every
+    round new values are copied into the same buffers (same pointers; values no call saw before, so a cache
+    keyed on pointers or on values never hits), and every timed output is fingerprinted, so an answer kept
+    and replayed is caught."""
     spec = exercise.timing.each()[command.get("which", 0)]
-    variants = [spec.inputs(torch.Generator(device=device).manual_seed(seed), device) for seed in command["seeds"]]
-    args = tuple(_clone(a) if isinstance(a, torch.Tensor) else a for a in variants[0])
+    seed = command["seeds"][0]
+
+    def inputs(k: int) -> tuple:
+        return spec.inputs(torch.Generator(device=device).manual_seed(judge.round_seed(seed, k)), device)
+
+    args = tuple(_clone(a) if isinstance(a, torch.Tensor) else a for a in inputs(0))
     buffers = list(counters.tensors_in(args))
     result = TimingResult()
     distinct_counts: dict[str, dict] = {}
 
     def load(k: int) -> None:  # outside every timed window
-        for dst, src in zip(buffers, counters.tensors_in(variants[k % len(variants)])):
+        for dst, src in zip(buffers, counters.tensors_in(inputs(k))):
             _copy(dst, src)
         runtime.synchronize()
 

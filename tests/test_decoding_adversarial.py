@@ -26,11 +26,15 @@ EXPECTED = {
     "dot_float32_by_half.py": (DECODE, ["bfloat16", "does not compile for an h100/h200", "same dtype",
                                         "p.to(v.dtype)"]),
     "wrong_page.py": (PAGED, ["values wrong ("]),
+    "short_context.py": (DECODE, ["values wrong ("]),  # right only while the context fits 512 positions
 }
 if runtime.INTERPRETER:  # per-element loads are counted under the interpreter only
     EXPECTED["ignores_seq_lens.py"][1].append("positions at or past seq_lens[b]")
     EXPECTED["reads_whole_cache.py"] = (DECODE, ["loaded elements that must not be read", "of k_cache (positions at "
                                                  "or past seq_lens[b]", "of v_cache (positions at or past"])
+    EXPECTED["short_context.py"][1].append("a context past one tile of 1024 positions")  # the CPU's regime case
+    EXPECTED["over_reads_v.py"] = (DECODE, ["loaded elements that must not be read", "of v_cache (positions at or "
+                                            "past seq_lens[b]"])
     EXPECTED["kv_per_query_head.py"] = (DECODE, ["× over", "once per kv head, not once per query head"])
     EXPECTED["wrong_page.py"][1].extend(["pages the block table does not point to",
                                          "never loaded by a triton kernel", "of block_table"])
@@ -68,8 +72,19 @@ def test_right_values_read_wrongly_are_still_refused(reports):
     """Reading past the length or once per query head leaves the values right: the loads alone fail them."""
     if not runtime.INTERPRETER:
         pytest.skip("per-element loads are counted under the interpreter only")
-    for name in ("reads_whole_cache.py", "kv_per_query_head.py", "whole_table.py"):
+    for name in ("reads_whole_cache.py", "kv_per_query_head.py", "whole_table.py", "over_reads_v.py"):
         assert "values wrong" not in " ".join(reports[name].reasons), (name, reports[name].reasons)
+        assert reports[name].correct, (name, reports[name].checks)  # "9 of 9 cases match": the values are right
+
+
+def test_an_over_read_leads_the_report(reports):
+    """Issue 27: V loaded past seq_lens[b] and zeroed afterwards was told "0 of 9 values match"."""
+    if not runtime.INTERPRETER:
+        pytest.skip("per-element loads are counted under the interpreter only")
+    report = reports["over_reads_v.py"]
+    assert report.reasons[0].startswith("loaded elements that must not be read"), report.reasons
+    assert [c.passed for c in report.checks if c.name == "loads"] == [False], report.checks
+    assert [c.passed for c in report.checks if c.name == "correct"] == [True], report.checks
 
 
 @pytest.mark.parametrize("name", sorted(GOOD))

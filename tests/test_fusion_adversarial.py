@@ -39,6 +39,8 @@ EXPECTED = {
     "cos_cos_returns_input": ["returned its input"],
     "cos_cos_subclass": ["not a torch.tensor"],
     "cos_cos_cos_of_bf16": ["bfloat16", "does not compile for an h100/h200", "take fp32 or fp64"],
+    # right only while the grid fits an H200's 132 SMs (issue 27): a CPU case past them
+    "cos_cos_persistent_first_wave": ["not written by a triton store", "more programs than an h200's 132 sms"],
     # fusion.softmax
     "softmax_no_mask": ["moved", "is the minimum"],
     "softmax_wrong_tail": ["values wrong"],
@@ -52,6 +54,7 @@ EXPECTED = {
     "softmax_in_place": ["changed its input"],
     "softmax_hangs": [f"did not finish within {HANG_TIMEOUT_S} s"],
     "softmax_patches_torch": ["replaced parts of pytorch", "torch.softmax"],
+    "softmax_persistent_first_wave": ["not written by a triton store", "more rows than an h200's 132 sms"],
     # fusion.layernorm
     "layernorm_naive_variance": ["values wrong", "offset"],
     "layernorm_fixed_eps": ["values wrong", "eps=0.001"],

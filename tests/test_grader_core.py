@@ -253,3 +253,36 @@ def test_baselines_run_under_the_counters_only_when_the_host_time_is_timed():
     with pytest.raises(ValueError, match="torch.compile"):
         Timing(inputs=lambda gen, device: (), baselines={"compiled": compiled(baseline)},
                min_bytes=lambda args: 0, flush=False)
+
+
+def test_every_timed_call_gets_values_no_call_saw_before():
+    """Issue 27: the timed rounds cycled through 3 input variants, so a cache keyed on values could replay answers
+    from the 4th round on. Every call's inputs are new now (judge.round_seed), and the grader can make any call's
+    inputs again to check its output."""
+    from types import SimpleNamespace
+
+    from gpuprinciples import judge, worker
+    from gpuprinciples.exercises.base import Timing
+
+    def make(gen, device):
+        return (torch.randn(64, generator=gen),)
+
+    seen = []
+
+    def learner(x):
+        seen.append(x.clone())
+        return x + 1
+
+    exercise = SimpleNamespace(timing=Timing(inputs=make, baselines={"plus one": lambda x: x + 1},
+                                             min_bytes=lambda args: 512))
+    result = worker.time_case(exercise, learner, {"seeds": [7], "sample_seed": 2, "budget_s": 0.05, "baselines": []},
+                              "cpu", "submission.py", {}, _tampered=lambda watch: [])
+    assert result.error is None and len(result.fingerprints) >= 5, result.error
+    timed = [seen[0]] + seen[-(len(result.fingerprints) - 1):]  # the first call, then the timed ones (after warm-ups)
+    assert len({tuple(x.tolist()) for x in timed}) == len(timed)  # no two calls saw the same values
+    for call, x in enumerate(timed):  # ... and the grader can make each call's inputs again
+        assert torch.equal(x, make(torch.Generator().manual_seed(judge.round_seed(7, call)), "cpu")[0])
+    # a fingerprint checked against the wrong call's reference fails
+    refs = {call: judge.fingerprint(x + 1, 2) for call, x in enumerate(timed)}
+    assert all(judge.fingerprints_match(result.fingerprints[c], refs[c]) for c in refs)
+    assert not judge.fingerprints_match(result.fingerprints[1], refs[2])

@@ -58,6 +58,32 @@ def dtype_plan(specs: Sequence, mode: str) -> list[tuple[Any, torch.dtype]]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Size regimes. A kernel right only while its grid fits the SMs, while K fits one tile, or while the context is
+# short would pass a CPU whose cases are all small and fail a GPU's. So an exercise states, as data, the regimes
+# its GPU cases (and timed inputs, whose outputs are checked) reach, and a CPU grades one case of each, at the
+# smallest size that reaches it ("One verdict everywhere").
+# ---------------------------------------------------------------------------------------------
+
+H200_SMS = 132
+
+
+@dataclass(frozen=True)
+class Regime:
+    words: str  # what the case reaches, appended to its label
+    spec: Callable[[torch.Generator], Any]  # the exercise's own case spec, drawn at the smallest size that reaches it
+
+
+def regime_specs(regimes: Sequence[Regime], gen: torch.Generator, mode: str) -> list[tuple[Any, str]]:
+    """(spec, words) of each regime a CPU grades besides its small cases; none on a GPU (its cases reach them).
+    Sizes come from a generator of their own, seeded from `gen`'s seed: `gen` does not advance, so the other
+    cases of a seed stay what they were (the adversarial tests' fixed seeds)."""
+    if mode != "cpu":
+        return []
+    own = torch.Generator().manual_seed((gen.initial_seed() * 31 + 27) % 2**62)
+    return [(r.spec(own), r.words) for r in regimes]
+
+
+# ---------------------------------------------------------------------------------------------
 # Tolerances: per output dtype. float32 is held to 1e-5 (the contract says no looser than 1e-4).
 # ---------------------------------------------------------------------------------------------
 
@@ -367,6 +393,11 @@ def _storage_view(t: torch.Tensor, values: torch.Tensor, fill=0) -> torch.Tensor
     return flat
 
 
+class LoadReason(str):
+    """A reason about what a kernel read (a `LiveLoads` rule), not about the values it returned: a `compare`
+    may return it beside value reasons, and the case's values still count as right (judge.judge_case)."""
+
+
 def judge_live_loads(regions: Sequence[LiveLoads], loads: dict, case: Case) -> list[str]:
     """At most one sentence per rule for this case, from the per-element load counts a `traced_run` sent
     back. Inputs that shared a storage where the kernel ran (K and V halves of one buffer) are judged
@@ -412,7 +443,7 @@ def judge_live_loads(regions: Sequence[LiveLoads], loads: dict, case: Case) -> l
     if over:
         reasons.append("loaded the live elements " + "; ".join(words for words, _ in over) + f" in case {case.label}: "
                        f"read each live element {over[0][1]}")
-    return reasons
+    return [LoadReason(r) for r in reasons]
 
 
 # ---------------------------------------------------------------------------------------------

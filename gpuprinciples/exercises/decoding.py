@@ -30,6 +30,7 @@ from .base import (
     LiveLoads,
     MaxLaunches,
     NoTorchCompute,
+    Regime,
     Requirement,
     Timing,
     ValueExercise,
@@ -37,6 +38,7 @@ from .base import (
     dtype_plan,
     judge_live_loads,
     output_problems,
+    regime_specs,
     traced_run,
 )
 from .flash import _close as flash_close
@@ -348,6 +350,13 @@ def _decode_specs(gen: torch.Generator, mode: str) -> list[tuple]:
             (2, 8, 1, _odd(gen, 3000, 6000), 128, "large", "stacked")]
 
 
+# The regime an H200's cases reach (S_max up to 6000): a context past any one tile a kernel might load it in, and
+# past several split-KV chunks. On a CPU: one small case just past 1024 positions, its longest sequence filling it.
+LONG_CONTEXT = "a context past one tile of 1024 positions"
+DECODE_REGIMES = (Regime(LONG_CONTEXT, lambda gen: (2, 2, 1, _odd(gen, 1030, 1100), 32, "normal", "plain")),)
+PAGED_REGIMES = (Regime(LONG_CONTEXT, lambda gen: (2, 2, 1, _odd(gen, 1030, 1100), 32, "normal", "plain", 16)),)
+
+
 def _label(spec, dtype, lens, extra: str = "") -> str:
     B, Hq, Hkv, S, D, kind, layout = spec
     return (f"B={B} Hq={Hq} Hkv={Hkv} S_max={S} D={D} {kind} {layout}{extra} {str(dtype)[6:]}, "
@@ -356,9 +365,11 @@ def _label(spec, dtype, lens, extra: str = "") -> str:
 
 def _decode_cases(gen: torch.Generator, mode: str) -> list[Case]:
     cases = []
-    for spec, dtype in dtype_plan(_decode_specs(gen, mode), mode):
+    plan = [(spec, dtype, "") for spec, dtype in dtype_plan(_decode_specs(gen, mode), mode)]
+    plan += [(spec, torch.float32, f" ({words})") for spec, words in regime_specs(DECODE_REGIMES, gen, mode)]
+    for spec, dtype, words in plan:
         args = _decode_values(gen, spec, dtype)
-        cases.append(Case(_label(spec, dtype, args[3]), args, decoy=_decode_values(gen, spec, dtype)))
+        cases.append(Case(_label(spec, dtype, args[3], words), args, decoy=_decode_values(gen, spec, dtype)))
     return cases
 
 
@@ -614,9 +625,11 @@ def _paged_specs(gen, mode) -> list[tuple]:
 
 def _paged_cases(gen: torch.Generator, mode: str) -> list[Case]:
     cases = []
-    for spec, dtype in dtype_plan(_paged_specs(gen, mode), mode):
+    plan = [(spec, dtype, "") for spec, dtype in dtype_plan(_paged_specs(gen, mode), mode)]
+    plan += [(spec, torch.float32, f" ({words})") for spec, words in regime_specs(PAGED_REGIMES, gen, mode)]
+    for spec, dtype, words in plan:
         args = _paged_values(gen, spec, dtype)
-        cases.append(Case(_label(spec[:7], dtype, args[4], f" page={spec[7]}"), args,
+        cases.append(Case(_label(spec[:7], dtype, args[4], f" page={spec[7]}{words}"), args,
                           decoy=_paged_values(gen, spec, dtype)))
     return cases
 

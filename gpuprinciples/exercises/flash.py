@@ -30,6 +30,7 @@ from .base import (
     LaunchesTriton,
     MaxLaunches,
     NoTorchCompute,
+    Regime,
     Requirement,
     Timing,
     ValueExercise,
@@ -37,6 +38,7 @@ from .base import (
     compare_tensors,
     dtype_plan,
     output_problems,
+    regime_specs,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -328,15 +330,29 @@ ATTENTION_SPECS = {
 }
 
 
+# The regime an H200's cases reach (N up to 1000): a sequence over several key tiles, past one tile of 512 that
+# would hold a whole short one. On a CPU: one small case just past it (stage 1's N a multiple of 128).
+LONG = "a sequence past one tile of 512 keys"
+ATTENTION_REGIMES = {
+    "flash.attention_tiles": (Regime(LONG, lambda gen: (1, 1, 640, 32, F, "normal")),),
+    "flash.attention_tails": (Regime(LONG, lambda gen: (1, 1, _odd(520, 600)(gen), 32, F, "normal")),),
+    "flash.attention_causal": (Regime(LONG, lambda gen: (1, 1, _odd(520, 600)(gen), 32, T, "normal")),),
+    "flash.attention": (Regime(LONG, lambda gen: (1, 1, _odd(520, 600)(gen), 32, T, "normal")),),
+}
+
+
 def _cases_for(exercise_id: str):
     def cases(gen: torch.Generator, mode: str) -> list[Case]:
         found = []
-        for (B, H, N, D, causal, kind), dtype in dtype_plan(ATTENTION_SPECS[exercise_id][mode], mode):
+        plan = [(spec, dtype, "") for spec, dtype in dtype_plan(ATTENTION_SPECS[exercise_id][mode], mode)]
+        plan += [(spec, torch.float32, f" ({words})")
+                 for spec, words in regime_specs(ATTENTION_REGIMES[exercise_id], gen, mode)]
+        for (B, H, N, D, causal, kind), dtype, words in plan:
             N = N(gen) if callable(N) else N
             args = _attention_values(gen, (B, H, N, D), kind, dtype)
             decoy = _attention_values(gen, (B, H, N, D), kind, dtype)
             label = (f"B={B} H={H} N={N} D={D} {'causal' if causal else 'full'} {kind} "
-                     f"{str(dtype).replace('torch.', '')}")
+                     f"{str(dtype).replace('torch.', '')}{words}")
             found.append(Case(label, args, {"causal": causal}, decoy=decoy))
         return found
     cases.__name__ = f"cases_{exercise_id.split('.')[1]}"

@@ -10,15 +10,18 @@ from __future__ import annotations
 import torch
 
 from .base import (
+    H200_SMS,
     BytesWithin,
     Case,
     FunctionExercise,
     LaunchesTriton,
     MaxLaunches,
     NoTorchCompute,
+    Regime,
     Timing,
     ValueExercise,
     compiled,
+    regime_specs,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -53,6 +56,14 @@ def _odd(gen: torch.Generator, low: int, high: int) -> int:
     return n + 1 if n % 16 == 0 else n
 
 
+# The regime a GPU's timed inputs reach (2**27 elements, 4096 rows): more programs than an H200 has SMs, where a
+# persistent grid starts its second wave. On a CPU: one case just past it, at a block of 1024 elements / one row.
+ELEMENTS_PAST_SMS = Regime(f"more programs than an H200's {H200_SMS} SMs at BLOCK ≤ 1024",
+                           lambda gen: (H200_SMS * 1024 + _odd(gen, 1024, 3000),))
+ROWS_PAST_SMS = Regime(f"more rows than an H200's {H200_SMS} SMs", lambda gen: (_odd(gen, H200_SMS + 5, H200_SMS + 40),
+                                                                              _odd(gen, 20, 60)))
+
+
 # -------------------------------------------------------------------------------------------------
 # fusion.vector_add: the first kernel
 # -------------------------------------------------------------------------------------------------
@@ -62,11 +73,16 @@ def _vector_add_cases(gen: torch.Generator, mode: str) -> list[Case]:
     shapes = [(1,), (_odd(gen, 2, 200),), (_odd(gen, 1000, 5000),), (3, _odd(gen, 100, 400)),
               (_odd(gen, 20_000, 40_000),)]
     kinds = ["normal", "normal", "large", "special", "normal"]
+    words = [""] * len(shapes)
+    for shape, regime in regime_specs((ELEMENTS_PAST_SMS,), gen, mode):
+        shapes.append(shape)
+        kinds.append("normal")
+        words.append(f" ({regime})")
     cases = []
-    for shape, kind in zip(shapes, kinds):
+    for shape, kind, extra in zip(shapes, kinds, words):
         x, y = _values(gen, shape, kind), _values(gen, shape, "normal")
         decoy = (_values(gen, shape, "normal"), _values(gen, shape, "normal"))
-        cases.append(Case(f"{tuple(shape)} {kind}", (x, y), decoy=decoy))
+        cases.append(Case(f"{tuple(shape)} {kind}{extra}", (x, y), decoy=decoy))
     return cases
 
 
@@ -119,11 +135,17 @@ def _cos_cos_cases(gen: torch.Generator, mode: str) -> list[Case]:
     shapes.append((_odd(gen, 100_000, 200_000) if mode == "gpu" else _odd(gen, 1000, 3000),))
     kinds.append("normal")
     dtypes.append(torch.bfloat16)
+    words = [""] * len(shapes)
+    for shape, regime in regime_specs((ELEMENTS_PAST_SMS,), gen, mode):
+        shapes.append(shape)
+        kinds.append("normal")
+        dtypes.append(torch.float32)
+        words.append(f" ({regime})")
     cases = []
-    for shape, kind, dtype in zip(shapes, kinds, dtypes):
+    for shape, kind, dtype, extra in zip(shapes, kinds, dtypes, words):
         x = _values(gen, shape, kind, dtype)
         decoy = _values(gen, shape, "normal", dtype)
-        cases.append(Case(f"{tuple(shape)} {kind} {str(dtype).replace('torch.', '')}", (x,), decoy=(decoy,)))
+        cases.append(Case(f"{tuple(shape)} {kind} {str(dtype).replace('torch.', '')}{extra}", (x,), decoy=(decoy,)))
     return cases
 
 
@@ -179,8 +201,10 @@ def _softmax_cases(gen: torch.Generator, mode: str) -> list[Case]:
              ((_odd(gen, 5, 40), _odd(gen, 4097, 5000)), "large", _odd(gen, 3, 50)),
              ((_odd(gen, 8, 30), _odd(gen, 30, 200)), "masked", 0),
              ((_odd(gen, 8, 30), _odd(gen, 100, 300)), "special", 0)]  # a NaN or +inf makes its row NaN
+    specs = [(*spec, "") for spec in specs] + [(shape, "normal", 0, f" ({regime})")
+                                               for shape, regime in regime_specs((ROWS_PAST_SMS,), gen, mode)]
     cases = []
-    for (m, n), kind, extra in specs:
+    for (m, n), kind, extra, regime in specs:
         def make(kind=kind, m=m, n=n, extra=extra):
             base = _values(gen, (m, n + extra), "normal" if kind == "masked" else kind)
             if kind == "masked":  # -inf entries, as an attention mask leaves them; never a whole row
@@ -189,7 +213,7 @@ def _softmax_cases(gen: torch.Generator, mode: str) -> list[Case]:
                 base[drop] = -float("inf")
             return base[:, :n]  # extra > 0: a row-strided view of a wider tensor
         x, decoy = make(), make()
-        label = f"{m}×{n} {kind}" + (f" (row stride {n + extra})" if extra else "")
+        label = f"{m}×{n} {kind}" + (f" (row stride {n + extra})" if extra else "") + regime
         cases.append(Case(label, (x,), decoy=(decoy,)))
     return cases
 
@@ -239,14 +263,16 @@ def _layernorm_cases(gen: torch.Generator, mode: str) -> list[Case]:
              ((_odd(gen, 20, 60), _odd(gen, 100, 700)), "small", _odd(gen, 3, 50), 1e-3),  # a column slice
              ((_odd(gen, 30, 90), _odd(gen, 30, 200)), "offset", 0, 1e-5),
              ((_odd(gen, 8, 30), _odd(gen, 100, 300)), "special", 0, 1e-5)]
+    specs = [(*spec, "") for spec in specs] + [(shape, "normal", 0, 1e-5, f" ({regime})")
+                                               for shape, regime in regime_specs((ROWS_PAST_SMS,), gen, mode)]
     cases = []
-    for (m, n), kind, extra, eps in specs:
+    for (m, n), kind, extra, eps, regime in specs:
         def make(kind=kind, m=m, n=n, extra=extra):
             x = _values(gen, (m, n + extra), kind)[:, :n]  # extra > 0: a row-strided view
             w = 1 + 0.5 * torch.randn(n, generator=gen)
             b = torch.randn(n, generator=gen)
             return x, w, b, eps
-        label = f"{m}×{n} {kind} eps={eps:g}" + (f" (row stride {n + extra})" if extra else "")
+        label = f"{m}×{n} {kind} eps={eps:g}" + (f" (row stride {n + extra})" if extra else "") + regime
         cases.append(Case(label, make(), decoy=make()))
     return cases
 

@@ -51,15 +51,18 @@ from .. import counters, runtime
 from .. import occupancy as occ
 from . import _hierarchy_recorded as RECORDED
 from .base import (
+    H200_SMS,
     Case,
     FunctionExercise,
     LaunchesTriton,
     MaxLaunches,
     NoTorchCompute,
+    Regime,
     Timing,
     UsesTensorCores,
     ValueExercise,
     _fmt_bytes,
+    regime_specs,
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -411,6 +414,16 @@ def _values(gen, shape, kind: str, dtype: torch.dtype) -> torch.Tensor:
     return x.to(torch.bfloat16).to(dtype)
 
 
+# The regimes an H200's cases reach (K up to 3000, 1024² and more): K over several tiles, past one tile of 512
+# that holds a whole small K; more tiles than SMs, where a persistent grid starts its second wave. (M, N, K).
+MATMUL_REGIMES = (
+    Regime("K past one tile of 512", lambda gen: (_odd(gen, 20, 60), _multiple(gen, 4, 20, 60),
+                                                   _multiple(gen, 4, 516, 560))),
+    Regime(f"more 64×64 tiles than an H200's {H200_SMS} SMs", lambda gen: (
+        _odd(gen, 11 * 64 + 1, 12 * 64), _multiple(gen, 4, 11 * 64 + 4, 12 * 64 - 4), _multiple(gen, 4, 8, 24))),
+)
+
+
 def _matmul_cases(gen: torch.Generator, mode: str) -> list[Case]:
     if mode == "cpu":
         dtype, unit = torch.float32, 4  # 16-byte rows
@@ -443,6 +456,10 @@ def _matmul_cases(gen: torch.Generator, mode: str) -> list[Case]:
         def make_bf16(kind="normal", m=m, n=n, k=k):
             return _values(gen, (m, k), kind, torch.bfloat16), _values(gen, (k, n), kind, torch.bfloat16)
         cases.append(Case(f"M={m} N={n} K={k} normal bfloat16 (compiled for sm_90)", make_bf16(), decoy=make_bf16()))
+    for (m, n, k), regime in regime_specs(MATMUL_REGIMES, gen, mode):  # after the others: their draws stay as they were
+        def make_regime(kind="normal", m=m, n=n, k=k):
+            return _values(gen, (m, k), kind, dtype), _values(gen, (k, n), kind, dtype)
+        cases.append(Case(f"M={m} N={n} K={k} normal float32 ({regime})", make_regime(), decoy=make_regime()))
     return cases
 
 

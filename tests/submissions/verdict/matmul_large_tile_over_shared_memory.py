@@ -1,8 +1,9 @@
-# verdict: failed: shared memory; on a gpu's case
+# verdict: failed: shared memory; cuda sm_90 allows
 """Wrong on a GPU: a tutorial-style matmul whose host code picks its tiles from the size. The small shapes'
 64×64×32 tile is fine; the large shapes' 128×256×128 in 4 stages needs more shared memory than an H100/H200
-has, so the H200 refuses it on its large cases. A CPU's cases are all small: only compiling the GPU's own
-cases (the compile pass) makes a CPU fail it too."""
+has, so the H200 refuses it on its large cases. A CPU fails it too: its case with more 64×64 tiles than an
+H200 has SMs (a size regime, issue 27) takes the large branch, and the compile pass compiles the GPU's own
+cases besides."""
 
 import torch
 import triton

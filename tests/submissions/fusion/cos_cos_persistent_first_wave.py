@@ -1,0 +1,23 @@
+"""A persistent grid (one program per SM, each walking the tiles) whose stride is one too long: right while
+every tile fits the first wave (at most 132 tiles of 1024), wrong past it (tile 132 is never computed). A CPU
+whose cases all fit 132 programs passed it; an H200's timed inputs (2**28 elements) reach the second wave."""
+import torch
+import triton
+import triton.language as tl
+
+NUM_SMS = 132
+
+
+@triton.jit
+def k(x_ptr, y_ptr, n, n_tiles, STRIDE: tl.constexpr, BLOCK: tl.constexpr):
+    for tile in range(tl.program_id(0), n_tiles, STRIDE):
+        offs = tile * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(y_ptr + offs, tl.cos(tl.cos(tl.load(x_ptr + offs, mask=mask).to(tl.float32))), mask=mask)
+
+
+def cos_cos(x):
+    y = torch.empty_like(x)
+    n_tiles = triton.cdiv(x.numel(), 1024)
+    k[(min(n_tiles, NUM_SMS),)](x, y, x.numel(), n_tiles, STRIDE=NUM_SMS + 1, BLOCK=1024)  # BUG: NUM_SMS + 1
+    return y
