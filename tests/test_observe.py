@@ -250,3 +250,11 @@ def test_a_thread_an_installed_package_starts_for_pytorch_is_not_the_learners_bu
         assert (left["threads_alive"] == ["a_package_monitor"]) is learners, (learners, left)
         assert bool(noted) is learners, (learners, noted)
         t.join()
+
+
+def test_pytorchs_own_kernels_are_an_operators_and_a_librarys_are_not():
+    """An ATen kernel without its profiler link (the autotuner's L2-clearing fill on an H200) is PyTorch's;
+    a cuBLAS kernel with no operator behind it is a library reached without PyTorch."""
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>, std::array<char*, 1ul> >"
+    entry = {"watch": {"kernels": {fill: 1, "nvjet_sm90_tst_128x256": 1}, "kernels_under_ops": {}}}
+    assert honesty.unexplained_kernels(entry) == {"nvjet_sm90_tst_128x256": 1}
