@@ -1,4 +1,4 @@
-# verdict: failed: k >= 16; page=8
+# verdict: failed: k >= 16
 # exercise: decoding.paged_decode_attention
 """Wrong on a GPU: a paged decode attention whose P·V is always tl.dot(p, v), with K = the page size. On the
 GPU's float16 page-8 case the compiler refuses it ("Input shapes should have M >= 1, N >= 1 and K >= 16"),
