@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -130,44 +131,51 @@ def _run_all_cells(page) -> None:
     raise AssertionError("Run All Cells never started a cell")
 
 
-def test_lesson_01_runs_in_jupyterlab_in_a_real_browser(tmp_path, request):
-    _require_browser()
+@contextmanager
+def _running(base: str, token: str, notebook: str):
+    """A headless Chromium on `notebook` in JupyterLab, its kernel connected and Run All Cells started: the page."""
     from playwright.sync_api import sync_playwright
 
-    n_checks = (ROOT / "lessons" / LESSON).read_text().count('check(\\"')
-    assert n_checks >= 3
-    base, token = request.getfixturevalue("jupyterlab")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{LESSON}?token={token}")
+            page.goto(f"{base}/lab/tree/{notebook}?token={token}")
             page.wait_for_selector(".jp-Notebook .jp-Cell")
             _accept_dialogs_until(page, ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout_s=180)
             _wait_for_connected_kernel(base, token, timeout_s=180)
             _run_all_cells(page)
-            # every check shows its report (the lesson's stubs say "not attempted yet")
-            if not _accept_dialogs_until(page, ".gp-report", timeout_s=600, count=n_checks):
-                page.screenshot(path=str(tmp_path / "timed-out.png"))
-                outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
-                raise AssertionError(f"{page.locator('.gp-report').count()} of {n_checks} reports appeared; "
-                                     f"screenshot {tmp_path / 'timed-out.png'}; outputs: {outputs}")
-            slider = page.locator(".jupyter-widgets.widget-slider, .widget-slider").first
-            slider.wait_for(state="visible")
-            tracebacks = page.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
-            assert tracebacks.count() == 0, tracebacks.first.inner_text()
-            assert "NOT ATTEMPTED" in page.locator(".gp-report").first.text_content()
-            no_news = page.get_by_role("button", name="No", exact=True)  # the "Jupyter news?" toast
-            if no_news.count() and no_news.first.is_visible():
-                no_news.first.click()
-            panel = page.locator(".jp-NotebookPanel").first
-            slider.evaluate("e => e.closest('.jp-Cell').scrollIntoView()")
-            panel.screenshot(path=str(tmp_path / "lesson01-widget.png"))
-            page.locator(".gp-report").first.evaluate("e => e.closest('.jp-Cell').scrollIntoView()")
-            panel.screenshot(path=str(tmp_path / "lesson01-report.png"))
+            yield page
         finally:
             browser.close()
+
+
+def test_lesson_01_runs_in_jupyterlab_in_a_real_browser(tmp_path, request):
+    _require_browser()
+    n_checks = (ROOT / "lessons" / LESSON).read_text().count('check(\\"')
+    assert n_checks >= 3
+    base, token = request.getfixturevalue("jupyterlab")
+    with _running(base, token, LESSON) as page:
+        # every check shows its report (the lesson's stubs say "not attempted yet")
+        if not _accept_dialogs_until(page, ".gp-report", timeout_s=600, count=n_checks):
+            page.screenshot(path=str(tmp_path / "timed-out.png"))
+            outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+            raise AssertionError(f"{page.locator('.gp-report').count()} of {n_checks} reports appeared; "
+                                 f"screenshot {tmp_path / 'timed-out.png'}; outputs: {outputs}")
+        slider = page.locator(".jupyter-widgets.widget-slider, .widget-slider").first
+        slider.wait_for(state="visible")
+        tracebacks = page.locator(".jp-RenderedText[data-mime-type='application/vnd.jupyter.error']")
+        assert tracebacks.count() == 0, tracebacks.first.inner_text()
+        assert "NOT ATTEMPTED" in page.locator(".gp-report").first.text_content()
+        no_news = page.get_by_role("button", name="No", exact=True)  # the "Jupyter news?" toast
+        if no_news.count() and no_news.first.is_visible():
+            no_news.first.click()
+        panel = page.locator(".jp-NotebookPanel").first
+        slider.evaluate("e => e.closest('.jp-Cell').scrollIntoView()")
+        panel.screenshot(path=str(tmp_path / "lesson01-widget.png"))
+        page.locator(".gp-report").first.evaluate("e => e.closest('.jp-Cell').scrollIntoView()")
+        panel.screenshot(path=str(tmp_path / "lesson01-report.png"))
     assert (tmp_path / "lesson01-widget.png").stat().st_size > 10_000
 
 
@@ -175,35 +183,22 @@ def test_a_failing_report_says_so_in_words_and_offers_a_hint(tmp_path, request, 
     """What a learner sees when a check fails: FAILED in words (not a colour, not an emoji) and how to ask for
     the next hint, in the rendered page, not only in the HTML string."""
     _require_browser()
-    from playwright.sync_api import sync_playwright
-
     monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path / "hints"))  # the server's kernels inherit it
     monkeypatch.delenv("GPUPRINCIPLES_HINTS", raising=False)
     base, token = request.getfixturevalue("jupyterlab")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.set_default_timeout(60_000)
-            page.goto(f"{base}/lab/tree/{FAILING}?token={token}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell")
-            _accept_dialogs_until(page, ".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout_s=180)
-            _wait_for_connected_kernel(base, token, timeout_s=180)
-            _run_all_cells(page)
-            if not _accept_dialogs_until(page, ".gp-report", timeout_s=300):
-                page.screenshot(path=str(tmp_path / "timed-out.png"))
-                outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
-                raise AssertionError(f"no report appeared; outputs: {outputs}")
-            report = page.locator(".gp-report").first
-            report.scroll_into_view_if_needed()
-            shown = report.inner_text()  # what is on screen, as rendered
-            assert shown.lstrip().startswith("FAILED") and "factory.intensity" in shown, shown
-            assert "off by more than 2%" in shown and "✅" not in shown and "❌" not in shown, shown
-            offer = page.locator(".gp-report .gp-hint").first
-            assert offer.is_visible()
-            assert 'Stuck? Run hint("factory.intensity")' in offer.inner_text()
-            assert "hint 1 of" in offer.inner_text()
-            report.screenshot(path=str(tmp_path / "failing-report.png"))
-        finally:
-            browser.close()
+    with _running(base, token, FAILING) as page:
+        if not _accept_dialogs_until(page, ".gp-report", timeout_s=300):
+            page.screenshot(path=str(tmp_path / "timed-out.png"))
+            outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+            raise AssertionError(f"no report appeared; outputs: {outputs}")
+        report = page.locator(".gp-report").first
+        report.scroll_into_view_if_needed()
+        shown = report.inner_text()  # what is on screen, as rendered
+        assert shown.lstrip().startswith("FAILED") and "factory.intensity" in shown, shown
+        assert "off by more than 2%" in shown and "✅" not in shown and "❌" not in shown, shown
+        offer = page.locator(".gp-report .gp-hint").first
+        assert offer.is_visible()
+        assert 'Stuck? Run hint("factory.intensity")' in offer.inner_text()
+        assert "hint 1 of" in offer.inner_text()
+        report.screenshot(path=str(tmp_path / "failing-report.png"))
     assert (tmp_path / "failing-report.png").stat().st_size > 2_000
