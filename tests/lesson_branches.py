@@ -40,8 +40,7 @@ BRANCHES: list[tuple[str, str, str | None]] = [
     ("09-distributed", "%%writefile {WORK}/comm_demo.py", None),  # a script: unsolved, it times the library alone
     ("09-distributed", "%%writefile {WORK}/ddp_demo.py", None),  # a script: unsolved, DDP is compared with nothing
     ("09-distributed", "parts = zero_memory(7_500_000_000, 64, stage)", "write zero_memory above to see the table"),
-    # silent when kv_cache_bytes is unsolved: lesson 10's other cells are being rewritten (issue 29)
-    ("10-decoding", "if written(kv_cache_bytes):", None),
+    ("10-decoding", "if written(kv_cache_bytes):", f"kv_cache_bytes {NOT_WRITTEN}"),
     ("10-decoding", "if runtime.INTERPRETER and written(decode_attention):", f"decode_attention {NOT_WRITTEN}"),
     ("10-decoding", "if runtime.HAS_CUDA and written(decode_attention):", NO_GPU),
     ("10-decoding", "if runtime.HAS_CUDA and written(paged_decode_attention):", NO_GPU),

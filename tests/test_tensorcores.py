@@ -9,6 +9,7 @@ import torch
 from gpuprinciples.exercises import tensorcores as tc
 from gpuprinciples.grading import grade
 from gpuprinciples.models import tiny_lm, token_batch
+from gpuprinciples.report import FAILED, PASSED
 from gpuprinciples.submission import from_path
 
 SUBMISSIONS = Path(__file__).parent / "submissions" / "tensorcores"
@@ -60,3 +61,17 @@ def test_wrong_paddings_fail_for_the_right_reason(name, words):
         assert word in text, (word, report.reasons)
     if name == "pad_to_4.py":  # fp32 cases pass: 4 fp32 elements are 16 bytes
         assert "float32 vocab" not in text
+
+
+def test_padded_vocab_is_a_decision_from_the_sweep_and_each_wrong_one_says_why():
+    from gpuprinciples.exercises.tensorcores import RECORDED_VOCAB_SWEEP
+    fastest = min(RECORDED_VOCAB_SWEEP.values())
+    assert RECORDED_VOCAB_SWEEP[50264] <= 1.02 * fastest < RECORDED_VOCAB_SWEEP[50260]  # the record decides it
+    assert grade("tensorcores.padded_vocab", 50264).status == PASSED
+    assert grade("tensorcores.padded_vocab", 50264.0).status == PASSED
+    nanogpt = grade("tensorcores.padded_vocab", 50304)  # the folklore: fast, but 40 rows padded for nothing
+    assert nanogpt.status == FAILED and "40 fewer rows" in nanogpt.reasons[0]
+    slow = grade("tensorcores.padded_vocab", 50260)  # a multiple of 4 only
+    assert slow.status == FAILED and "a multiple of 4" in slow.reasons[0] and "15.53 ms" in slow.reasons[0]
+    assert "was not measured" in grade("tensorcores.padded_vocab", 50300).reasons[0]
+    assert "vocabulary size" in grade("tensorcores.padded_vocab", "50264").reasons[0]

@@ -221,13 +221,53 @@ PAD_MODEL = FunctionExercise(
     ),
 )
 
+# tensorcores.padded_vocab: a decision from a measured sweep. The timed case's model (vocab as listed, d_model 768,
+# hidden 3072, two blocks, bf16, 8 x 1024 tokens, loss over the real 50257), one training step: docs/vocab-h200.md
+# (one NVIDIA H200, torch 2.11.0+cu130, Triton 3.6.0, 2026-12-04, `python tools/sweep_vocab.py`), median seconds of
+# 141 interleaved rounds.
+RECORDED_VOCAB_SWEEP = {50257: 2.2168e-02, 50260: 1.5526e-02, 50264: 1.0574e-02, 50272: 1.0480e-02,
+                        50288: 1.0476e-02, 50304: 1.0445e-02, 50432: 1.0440e-02, 50688: 1.0463e-02}
+WORTH = 0.02  # a step within 2 % of the fastest measured is as good: padding further only costs memory
+
+
+def _smallest_fast_vocab() -> int:
+    best = min(RECORDED_VOCAB_SWEEP.values())
+    return min(w for w, s in RECORDED_VOCAB_SWEEP.items() if s <= best * (1 + WORTH))
+
+
+def _compare_vocab(got, want: int) -> list[str]:
+    """A wrong width fails with what it gets wrong: the time it leaves, or the rows it pads for nothing."""
+    if isinstance(got, bool) or not isinstance(got, (int, float)) or got != int(got):
+        return [f"answered {got!r}: the answer is a vocabulary size, one of the measured ones "
+                f"{list(RECORDED_VOCAB_SWEEP)}"]
+    got = int(got)
+    if got not in RECORDED_VOCAB_SWEEP:
+        return [f"vocabulary {got} was not measured: choose one of {list(RECORDED_VOCAB_SWEEP)}"]
+    best = min(RECORDED_VOCAB_SWEEP.values())
+    step, alignment = RECORDED_VOCAB_SWEEP[got], got & -got  # the largest power of two dividing it
+    if step > best * (1 + WORTH):
+        return [f"vocabulary {got} (a multiple of {alignment}) takes {step * 1e3:.2f} ms a step, "
+                f"{step / best:.2f}x the fastest measured ({best * 1e3:.2f} ms): its rows are not 16-byte "
+                "aligned for bf16, so the head's matmuls miss cuBLAS's fast kernels"]
+    if got > want:
+        return [f"vocabulary {got} is fast ({step * 1e3:.2f} ms), but so is {want} "
+                f"({RECORDED_VOCAB_SWEEP[want] * 1e3:.2f} ms, within {WORTH:.0%} of the fastest) with "
+                f"{got - want} fewer rows: once every row is a multiple of 16 bytes, padding further bought "
+                "nothing you could measure here"]
+    return []
+
+
 PADDED_VOCAB = ValueExercise(
     id="tensorcores.padded_vocab",
-    title="GPT-2's vocabulary, padded",
-    question="GPT-2's vocabulary has 50257 tokens. Round it up to the next multiple of 64 (nanoGPT's choice).",
-    expected=lambda: round_up(50257, 64),
-    rel_tol=0.0,
-    hints=("-(-n // m) * m rounds n up to a multiple of m.",),
+    title="Decide: how far to pad GPT-2's vocabulary",
+    question=("nanoGPT pads GPT-2's 50257-token vocabulary to 50304, a multiple of 64. Every padded row costs "
+              "memory (in the embedding and the head, their gradients and optimizer state). From the training "
+              "steps measured on the course's H200 (tensorcores.RECORDED_VOCAB_SWEEP, seconds by vocabulary), "
+              "which is the smallest vocabulary whose step is within 2 % of the fastest measured?"),
+    expected=_smallest_fast_vocab,
+    compare=_compare_vocab,
+    hints=("Find the fastest measured step first; then every vocabulary whose step is at most 1.02 times it.",
+           "n & -n is the largest power of two that divides n: print it beside each step time."),
 )
 
 EXERCISES = (PAD_MODEL, PADDED_VOCAB)
