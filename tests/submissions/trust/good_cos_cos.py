@@ -1,4 +1,5 @@
-"""An honest fused cos(cos(x)): graded after faulty submissions to show the grader carries on."""
+"""An honest fused cos(cos(x)), tuned as lesson 07 teaches (4096-element blocks, 8 warps on a GPU; the untuned
+1024/4 reached only 0.81x torch.compile on the H200): graded after faulty submissions to show the grader carries on."""
 import torch
 import triton
 import triton.language as tl
@@ -14,5 +15,6 @@ def cos_cos_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 def cos_cos(x):
     y = torch.empty_like(x)
-    cos_cos_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    block, warps = (4096, 8) if x.is_cuda else (1024, 4)
+    cos_cos_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), BLOCK=block, num_warps=warps)
     return y
