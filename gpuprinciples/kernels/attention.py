@@ -11,6 +11,10 @@ measures it). Ideas from Triton's tutorial 06 (fused attention) and FlashAttenti
   that masks, so most tiles pay nothing for the mask;
 * tensor descriptors (`tl.make_tensor_descriptor`) per (batch, head): rows past N are read as
   zeros and never written, so N needs not be a multiple of the tile size (TMA on Hopper).
+* warp specialisation (`tl.range(..., warp_specialize=True)`, 4 computing warps): where N is a multiple of
+  the tile and there is no causal mask, the kernel has one K/V loop, and the compiler gives its TMA loads a
+  producer warp that runs ahead (Triton 3.6-3.9 refuse it in a kernel with a second loop). On an H200 it
+  took the timed case from 474 to 539 TFLOP/s in one sweep (docs/roof-h200.md).
 
     python -m gpuprinciples.kernels.attention          # GPU: check, then time against SDPA
     python -m gpuprinciples.kernels.attention --sweep  # GPU: TFLOP/s of each tile configuration
