@@ -201,6 +201,7 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
                 break
             if case.kwargs.get("timed") and isinstance(result.output, dict):
                 report.measurements["on this GPU"] = _plain_numbers(_summarized(result.output))  # time, memory
+                _timed_case_roof(exercise, case, result.output, report)
 
         phase("cases")
         for reason in judge.case_reasons(verdicts):
@@ -288,6 +289,17 @@ class _Phases:
 
 def _requirement_mode() -> str:
     return "cpu" if runtime.INTERPRETER else "gpu"
+
+
+def _timed_case_roof(exercise: FunctionExercise, case, output: dict, report: Report) -> None:
+    """A step timed by the exercise's own run: its fraction of this GPU's roof, as every timed kernel's."""
+    from . import hardware, steproof
+    if exercise.timed_roof is None or runtime.MODE != "gpu":
+        return
+    roof = steproof.timed_roof(exercise.timed_roof, case.args[0], output.get("rounds"), hardware.ceilings())
+    if roof is not None:
+        report.measurements["roof"], sentence = roof
+        report.notes.append(sentence[0].upper() + sentence[1:] + f" (your step, case {case.label}).")
 
 
 def _summarized(value):

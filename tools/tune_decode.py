@@ -3,6 +3,8 @@
     PYTHONPATH=. python tools/tune_decode.py              # on the H200: about 3-4 minutes
     PYTHONPATH=. python tools/tune_decode.py --dry-run    # anywhere: every item at toy sizes (a CPU runs the
                                                           # interpreter: checks the script, times nothing real)
+    PYTHONPATH=. python tools/tune_decode.py --only 2,3 --model 8b   # items 2 and 3 at LLAMA_8B's shapes: the
+                                                          # matrix-vector tiles for decode_step.TUNED (issue 31)
 
 Items, in order (each catches its own errors, so one failure does not hide the rest; past the time budget the
 remaining items are skipped and say so):
@@ -47,6 +49,7 @@ import torch
 from gpuprinciples import hardware, runtime, timing
 from gpuprinciples.decoder import (
     LLAMA_1B,
+    LLAMA_8B,
     TINY,
     Decoder,
     by_group,
@@ -64,7 +67,8 @@ from gpuprinciples.kernels import weight_only_matmul as wk
 F = torch.nn.functional
 START = time.monotonic()
 RESULTS: dict = {}
-ARGS = argparse.Namespace(dry_run=False, budget=215.0, only=None)
+ARGS = argparse.Namespace(dry_run=False, budget=215.0, only=None, model="1b")
+MODELS = {"1b": LLAMA_1B, "8b": LLAMA_8B}  # --model: the shapes of items 2 and 3
 DEV = runtime.DEVICE
 STATE: dict = {}  # the LLAMA_1B model of item 2, reused by item 3
 
@@ -355,7 +359,7 @@ def profile_step(title: str, m: Decoder, context: int, step_s: float) -> dict:
 @item
 def model():
     """2. the model: prefill; decode steps at 4096 positions, eager and graphed, PyTorch's or fused kernels; profiles"""
-    config = sizes(LLAMA_1B, TINY)
+    config = sizes(MODELS[ARGS.model], TINY)
     context, prompt_len = sizes((4096, 2048), (32, 16))
     m = Decoder(config, batch=1, max_seq=context + sizes(1024, 600))
     STATE["model"], STATE["context"] = m, context
@@ -462,7 +466,7 @@ def best_tiles(rows, default: dict | None = None) -> dict | None:
 @item
 def matvec():
     """3. batch-1 matrix-vector products in graphs: fused_linear's tiles, cuBLAS, copy; the step with the best tiles"""
-    config = sizes(LLAMA_1B, TINY)
+    config = sizes(MODELS[ARGS.model], TINY)
     shapes = {**config.layer_shapes(), "head": (config.vocab, config.d_model)}
     dtype = torch.bfloat16 if DEV == "cuda" else torch.float32
     gen = torch.Generator(device=DEV).manual_seed(0)
@@ -652,10 +656,11 @@ def main(argv=None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="toy sizes, any device: checks the script runs")
     parser.add_argument("--budget", type=float, default=215.0, help="seconds; items past it are skipped")
     parser.add_argument("--only", default=None, help="item numbers to run, e.g. 2,5")
+    parser.add_argument("--model", choices=sorted(MODELS), default="1b", help="the model of items 2 and 3")
     parser.add_argument("--out", default=os.path.join(os.environ["OUT"], "tune_decode.json") if os.environ.get("OUT")
                         else None)
     parsed = parser.parse_args(argv)
-    ARGS.dry_run, ARGS.budget = parsed.dry_run, parsed.budget
+    ARGS.dry_run, ARGS.budget, ARGS.model = parsed.dry_run, parsed.budget, parsed.model
     ARGS.only = set(parsed.only.split(",")) if parsed.only else None
     if DEV != "cuda" and not ARGS.dry_run:
         print("tools/tune_decode.py times kernels on a CUDA GPU; without one, run it with --dry-run", file=sys.stderr)

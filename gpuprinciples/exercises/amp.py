@@ -24,6 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from gpuprinciples import timing
 from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
 from gpuprinciples.models import from_recipe
+from gpuprinciples.steproof import ADAMW_BYTES, TimedRoof, recipe_step_work
 
 _compare_timed = timing.compare  # bound when the grader imports this, before the learner's module loads
 
@@ -92,6 +93,9 @@ def low_precision_share(by_dtype: dict) -> float:
 # -------------------------------------------------------------------------------------------------
 # One training run from a recipe (in the child for the learner, in the grader for fp32)
 # -------------------------------------------------------------------------------------------------
+
+
+_MATMUL_DTYPE = {"bfloat16": "bf16", "float16": "fp16"}  # the timed step's matmuls, for its roof
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -256,6 +260,7 @@ TRAIN_STEP = FunctionExercise(
     run=_run,
     timeout_s=300.0,
     solution="gpuprinciples.exercises.amp:amp_step",
+    timed_roof=TimedRoof(lambda r: recipe_step_work(r, _MATMUL_DTYPE[r["dtype"]], optimizer_bytes=ADAMW_BYTES)),
     judges=((("cpu", "gpu"), f"≥ {MIN_LOW_PRECISION_SHARE:.0%} of matmul FLOPs in bf16/fp16 (counted)"),
             (("cpu", "gpu"), "parameters and optimizer state still float32"),
             (("gpu",), f"a larger step timed: speedup over the fp32 step ≥ {MIN_SPEEDUP:g}×")),

@@ -529,6 +529,8 @@ class FunctionExercise:
     # what `compare` judges beyond correctness, in words, for the exercise table: (modes, words)
     judges: tuple[tuple[tuple[str, ...], str], ...] = ()
     kind: str = "function"
+    # a GPU case timed by `run` itself (kwargs["timed"]): how to count its least work, for the report's roof
+    timed_roof: Any = None  # steproof.TimedRoof
 
     def __post_init__(self):
         # One verdict everywhere: an exercise that asks for a Triton kernel also asks that a GPU accept it,

@@ -33,6 +33,7 @@ from gpuprinciples import timing
 from gpuprinciples.counters import tensors_in
 from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
 from gpuprinciples.models import from_recipe
+from gpuprinciples.steproof import TimedRoof, recipe_step_work
 
 _compare_timed = timing.compare  # bound when the grader imports this, before the learner's module loads
 
@@ -301,6 +302,8 @@ FIT_BUDGET = FunctionExercise(
     run=_run,
     timeout_s=300.0,
     solution="gpuprinciples.exercises.checkpoint:fit_budget",
+    # the least work is the plain step's: recomputing activations adds FLOPs; fp32 matmuls, the embedding frozen
+    timed_roof=TimedRoof(lambda r: recipe_step_work(r, "fp32", frozen_embedding=True)),
     judges=((("cpu", "gpu"), f"held and peak activation bytes ≤ {BUDGET:.0%} of the plain step's (counted)"),
             (("cpu", "gpu"), f"recomputed matmul FLOPs ≤ {MAX_RECOMPUTE:g}× one forward's"),
             (("gpu",), f"a larger step on the GPU: peak memory ≤ {GPU_PEAK_BUDGET:.0%} and time ≤ {MAX_SLOWDOWN:g}× "

@@ -460,7 +460,9 @@ HINTS = (
     "Strides: the base of head (b, h) is ptr + b·stride(0) + h·stride(1); rows are stride(2) apart. q, k "
     "and v may each have other strides (k and v can be two views of one packed tensor): pass all of them.",
     "On a GPU: exp2 with log2(e) folded into the scale, BLOCK_M=128, BLOCK_N=64, num_stages 3-4, and "
-    "tl.make_tensor_descriptor for the tile loads.",
+    "tl.make_tensor_descriptor for the tile loads. On Hopper, one K/V loop written as tl.range(lo, hi, BLOCK_N, "
+    "warp_specialize=True) with num_warps=4, num_stages=2 and 128×128 tiles gives the loads a warp of their own "
+    "(Triton refuses it in a kernel with a second loop).",
 )
 
 

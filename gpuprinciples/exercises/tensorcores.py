@@ -23,6 +23,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from gpuprinciples import timing
 from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
 from gpuprinciples.models import TinyLM, from_recipe, lm_loss
+from gpuprinciples.steproof import TimedRoof, recipe_step_work
 
 _compare_timed = timing.compare  # bound when the grader imports this, before the learner's module loads
 
@@ -88,6 +89,7 @@ def misaligned(calls, align: dict = ALIGN) -> list[tuple]:
 # -------------------------------------------------------------------------------------------------
 
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+_ROOF_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def build(recipe: dict, device: str):
@@ -211,6 +213,9 @@ PAD_MODEL = FunctionExercise(
     run=_run,
     timeout_s=300.0,
     solution="gpuprinciples.exercises.tensorcores:pad_model",
+    # the roof of the padded step is the original problem's work: padding adds FLOPs, not useful ones
+    timed_roof=TimedRoof(lambda r: recipe_step_work(r, _ROOF_DTYPE[r["dtype"]], param_bytes=_DTYPES[r["dtype"]].itemsize),
+                         timed="padded"),
     judges=((("cpu", "gpu"), "every matmul dimension a multiple of 16 bytes (counted)"),
             (("gpu",), f"a GPT-2-shaped step timed: speedup over vocab 50257 ≥ {MIN_SPEEDUP:g}×")),
     hints=(

@@ -11,6 +11,10 @@ measures it). Ideas from Triton's tutorial 06 (fused attention) and FlashAttenti
   that masks, so most tiles pay nothing for the mask;
 * tensor descriptors (`tl.make_tensor_descriptor`) per (batch, head): rows past N are read as
   zeros and never written, so N needs not be a multiple of the tile size (TMA on Hopper).
+* warp specialisation (`tl.range(..., warp_specialize=True)`, 4 computing warps): where N is a multiple of
+  the tile and there is no causal mask, the kernel has one K/V loop, and the compiler gives its TMA loads a
+  producer warp that runs ahead (Triton 3.6-3.9 refuse it in a kernel with a second loop). On an H200 it
+  took the timed case from 474 to 539 TFLOP/s in one sweep (docs/roof-h200.md).
 
     python -m gpuprinciples.kernels.attention          # GPU: check, then time against SDPA
     python -m gpuprinciples.kernels.attention --sweep  # GPU: TFLOP/s of each tile configuration
@@ -30,20 +34,26 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, lo, hi, N, qk_scale,
-            BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr):
-    """Stream the K/V tiles with rows [lo, hi) past the Q tile, updating (acc, l, m)."""
+            BLOCK_N: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
+            WARP_SPECIALIZE: tl.constexpr = False):
+    """Stream the K/V tiles with rows [lo, hi) past the Q tile, updating (acc, l, m). WARP_SPECIALIZE: the
+    compiler gives the TMA loads their own warps, which run ahead while the others compute (Hopper and later)."""
     offs_n0 = tl.arange(0, BLOCK_N)
-    for start_n in range(lo, hi, BLOCK_N):
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         k = k_desc.load([start_n, 0])
-        s = tl.dot(q, k.T, input_precision=PRECISION) * qk_scale  # scores in log2 units
+        qk = tl.dot(q, k.T, input_precision=PRECISION)
         if MASK:  # only the tiles on the diagonal or past the end pay for this
+            s = qk * qk_scale  # scores in log2 units
             offs_n = start_n + offs_n0
             keep = offs_n[None, :] < N
             if CAUSAL:
                 keep = keep & (offs_m[:, None] >= offs_n[None, :])
             s = tl.where(keep, s, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            p = tl.math.exp2(s - m_new[:, None])
+        else:  # scale and subtract in one fused multiply-add per score
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
         alpha = tl.math.exp2(m_i - m_new)  # rescales what was summed under the old maximum
         l_i = l_i * alpha + tl.sum(p, 1)
         v = v_desc.load([start_n, 0])
@@ -56,7 +66,10 @@ def _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, lo, hi, N, qk_scale,
 def attention_kernel(Q, K, V, Out, H, N, qk_scale,
                      sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sob, soh, son, N_KEY,
                      D: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_INNER: tl.constexpr = False):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEADS_INNER: tl.constexpr = False,
+                     EVEN_N: tl.constexpr = False, WARP_SPECIALIZE: tl.constexpr = False):
+    # EVEN_N: the wrapper vouches that N is a multiple of BLOCK_N. WARP_SPECIALIZE: then (not causal) the one
+    # K/V loop is warp-specialised: a producer warp issues the TMA loads ahead while 4 warps compute.
     # N_KEY (N rounded up to a power of two) is only the autotuner's key: one tuning per size class.
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
     if HEADS_INNER:  # (l2_sweep only) neighbouring programs on different heads: their K and V compete for L2
@@ -93,6 +106,9 @@ def attention_kernel(Q, K, V, Out, H, N, qk_scale,
         # the diagonal tile(s): mask keys after the query (and past N)
         acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, start_m,
                                 tl.minimum(start_m + BLOCK_M, N), N, qk_scale, BLOCK_N, True, True, PRECISION)
+    elif EVEN_N:  # N a multiple of BLOCK_N: one loop, the only one warp specialisation accepts (Triton 3.6-3.9)
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, 0, N, N, qk_scale,
+                                BLOCK_N, False, False, PRECISION, WARP_SPECIALIZE)
     else:
         full = N - N % BLOCK_N
         acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_desc, v_desc, offs_m, 0, full, N, qk_scale,
@@ -104,14 +120,20 @@ def attention_kernel(Q, K, V, Out, H, N, qk_scale,
     o_desc.store([start_m, 0], (acc / l_i[:, None]).to(Out.dtype.element_ty))  # rows past N are dropped
 
 
-# On a GPU the tile shape is tuned once per (size class, head dim, causal, dtype). Configurations
-# whose buffers do not fit in shared memory are skipped by the autotuner.
+# On a GPU the tile shape is tuned once per (size class, head dim, causal, N a multiple of the tile, dtype).
+# Configurations whose buffers do not fit in shared memory are skipped by the autotuner. Measured on an H200
+# (tools/tune_roof.py, docs/roof-h200.md, Triton 3.6): the warp-specialised 128×128 tiles with 4 computing warps
+# and 2 stages ran at 539 TFLOP/s where the best without reached 474. Warp-specialised 128×64 tiles with 3 or 4
+# stages returned NaNs there (a compiler fault): only 2-stage ones are listed.
 GPU_CONFIGS = [
-    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
-    for bm, bn, s, w in [(128, 64, 3, 4), (128, 64, 4, 4), (128, 64, 3, 8), (128, 64, 4, 8),
-                         (128, 128, 2, 8), (128, 128, 3, 8), (64, 64, 3, 4), (64, 64, 4, 4)]
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "WARP_SPECIALIZE": ws}, num_stages=s, num_warps=w)
+    for bm, bn, s, w, ws in [(128, 128, 2, 4, True), (128, 64, 2, 4, True),
+                             (128, 128, 3, 8, False), (128, 64, 4, 8, False), (128, 64, 3, 4, False),
+                             (64, 64, 3, 4, False)]
 ]
-attention_kernel_tuned = triton.autotune(GPU_CONFIGS, key=["N_KEY", "D", "CAUSAL"])(attention_kernel)
+EVEN_UNIT = 128  # every GPU configuration's BLOCK_N divides it: N % EVEN_UNIT == 0 makes EVEN_N true for all
+assert all(EVEN_UNIT % c.kwargs["BLOCK_N"] == 0 for c in GPU_CONFIGS)
+attention_kernel_tuned = triton.autotune(GPU_CONFIGS, key=["N_KEY", "D", "CAUSAL", "EVEN_N"])(attention_kernel)
 
 CPU_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32}  # the interpreter: small tiles, few of them
 SMALL_GPU_BLOCKS = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}  # short sequences: no tuning
@@ -122,7 +144,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     """softmax(q kᵀ / √D [+ causal mask]) v for q, k, v of shape [B, H, N, D] (last dim contiguous,
     each with strides of its own).
 
-    `blocks` fixes the tile configuration (BLOCK_M, BLOCK_N, optionally num_warps/num_stages)
+    `blocks` fixes the tile configuration (BLOCK_M, BLOCK_N, optionally num_warps/num_stages/WARP_SPECIALIZE)
     instead of the default: autotuned on a GPU for N ≥ 1024, fixed otherwise. `heads_inner` orders the
     programs head by head instead of tile by tile (never autotuned): the same work, for `l2_sweep`.
     """
@@ -136,12 +158,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     meta = dict(D=D, CAUSAL=bool(causal), PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
     if blocks is None and runtime.HAS_CUDA and N >= 1024 and not heads_inner:
         grid = lambda cfg: (triton.cdiv(N, cfg["BLOCK_M"]), B * H)  # noqa: E731
-        attention_kernel_tuned[grid](*args, **meta)
+        attention_kernel_tuned[grid](*args, **meta, EVEN_N=N % EVEN_UNIT == 0)
         return o
     if blocks is None:
         blocks = SMALL_GPU_BLOCKS if runtime.HAS_CUDA else CPU_BLOCKS
     grid = (triton.cdiv(N, blocks["BLOCK_M"]), B * H)
-    attention_kernel[grid[::-1] if heads_inner else grid](*args, **meta, **blocks, HEADS_INNER=heads_inner)
+    attention_kernel[grid[::-1] if heads_inner else grid](*args, **meta, **blocks, HEADS_INNER=heads_inner,
+                                                          EVEN_N=N % blocks["BLOCK_N"] == 0)
     return o
 
 
