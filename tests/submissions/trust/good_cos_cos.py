@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """An honest fused cos(cos(x)): graded after faulty submissions to show the grader carries on."""
 import torch
 import triton

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """GPU: the real (slow) kernel starts at once on a side stream, without waiting for the current
 stream, so it runs while the grader still holds the GPU before opening the timed window; inside the
 window, a copy of the input's size makes the time look like a kernel at copy speed."""

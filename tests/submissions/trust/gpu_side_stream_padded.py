@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """GPU: a slow kernel (four passes over memory in one launch) hidden on a side stream that starts
 only when the timed window closes; inside the window, a plain copy of the input's size makes the
 time look like a kernel at copy speed: plausible, and fast enough to pass."""
