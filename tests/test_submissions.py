@@ -8,7 +8,7 @@ a GPU). Tests that assert more about a fixture read the same report (`submission
 from __future__ import annotations
 
 import pytest
-from submission_headers import FOLDER, graded_files, header, materialise, report, runs_on
+from submission_headers import FOLDER, MutantError, graded_files, header, materialise, report, runs_on
 
 from gpuprinciples import runtime
 
@@ -57,6 +57,16 @@ def test_every_mutant_differs_from_its_twin():
     for path in mutants:
         twin = FOLDER / header(path)["mutant-of"]
         assert materialise(path) != materialise(twin), _id(path)
+
+
+@pytest.mark.parametrize("old", ["    return y_not_in_the_twin", "#"])
+def test_a_hunk_that_does_not_fit_its_twin_stops_the_mutant(tmp_path, old):
+    """Old lines found nowhere in the twin, or in several places (a bare `#`: every empty line), raise:
+    never the twin's text graded under the mutant's verdict."""
+    mutant = tmp_path / "m.py"
+    mutant.write_text(f"# mutant-of: trust/good_cos_cos.py\n# @@\n{old if old == '#' else '# -' + old}\n# +    pass\n")
+    with pytest.raises(MutantError, match="not once"):
+        materialise(mutant)
 
 
 @pytest.mark.skipif(runtime.HAS_CUDA, reason="the CPU's verdicts; a GPU runs test_on_a_gpu")
