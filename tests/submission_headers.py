@@ -148,8 +148,9 @@ def grade_fixture(path: Path):
 
 def report(path: Path):
     """The report of a graded fixture. The first call for a folder grades every fixture of it that runs on
-    this machine, two at a time (each grade mostly waits on its child); the ones with a time limit (hangs)
-    start first so that their waits overlap the rest. A fixture outside that set is graded alone."""
+    this machine, two at a time (each grade mostly waits on its child; on a GPU, the ones that must pass one
+    at a time); those with a time limit (hangs) start first so that their waits overlap the rest. A fixture
+    outside that set (another machine's) is graded when asked for."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpuprinciples import runtime
@@ -160,8 +161,12 @@ def report(path: Path):
         if path not in batch:
             batch.append(path)
         batch.sort(key=lambda p: "timeout" not in header(p))
+        # a pass on a GPU includes its timing: graded alone, so that no other grade disturbs it
+        alone = [p for p in batch if runtime.HAS_CUDA and header(p)["verdict"] == "passed"]
         # Triton 3.6's interpreter fails its start-up self-test now and then when graders start together
         workers = 1 if runtime.INTERPRETER and runtime.triton_version() < (3, 9) else 2
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            _REPORTS.update(zip(batch, pool.map(grade_fixture, batch)))
+            together = [p for p in batch if p not in alone]
+            _REPORTS.update(zip(together, pool.map(grade_fixture, together)))
+        _REPORTS.update((p, grade_fixture(p)) for p in alone)
     return _REPORTS[path]
