@@ -1,17 +1,12 @@
 """Lesson 04: amp.train_step graded for real (fp32 loss curve, first-step gradients, FLOPs by dtype,
 master weights), and wrong conversions failed for the right reason."""
 
-from pathlib import Path
-
-import pytest
 import torch
 
 from gpuprinciples.exercises import amp
 from gpuprinciples.grading import grade
 from gpuprinciples.models import tiny_lm, token_batch
-from gpuprinciples.submission import from_path
 
-SUBMISSIONS = Path(__file__).parent / "submissions" / "amp"
 SEED = 20261202
 
 
@@ -46,18 +41,3 @@ def test_matmul_flops_by_dtype_under_cpu_autocast():
 def test_reference_solution_passes():
     report = grade("amp.train_step", amp.amp_step, seed=SEED)
     assert report.passed, report.reasons
-
-
-@pytest.mark.parametrize("name, words", [
-    ("no_autocast.py", ["0% of matmul FLOPs", "autocast"]),
-    ("low_precision_weights.py", ["master weights are not float32"]),
-    ("no_scaler.py", ["float16", "flush to zero", "GradScaler"]),
-    ("clip_before_unscale.py", ["float16", "unscale_"]),
-    ("partial_autocast.py", ["of matmul FLOPs ran in bf16/fp16", "95%"]),
-])
-def test_wrong_conversions_fail_for_the_right_reason(name, words):
-    report = grade("amp.train_step", from_path(f"{SUBMISSIONS / name}:amp_step"), seed=SEED)
-    assert not report.passed
-    text = " ".join(report.reasons)
-    for word in words:
-        assert word in text, (word, report.reasons)

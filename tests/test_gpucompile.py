@@ -23,7 +23,7 @@ import triton.language as tl
 
 from gpuprinciples import counters, gpucompile, runtime
 from gpuprinciples.exercises import Case, CompilesForGPU, LaunchesTriton, UsesTensorCores, all_exercises
-from gpuprinciples.report import FAILED, PASSED
+from gpuprinciples.report import PASSED
 
 interpreter_only = pytest.mark.skipif(not runtime.INTERPRETER, reason="a shim of Triton's CPU interpreter")
 
@@ -312,8 +312,9 @@ def test_autotuning_skips_what_a_gpu_could_not_launch():
 # Graded submissions: right ones pass, wrong ones fail with the compiler's sentence
 # -------------------------------------------------------------------------------------------------
 
+# (the kernels a GPU refuses, bf16_cos.py and global_block.py, state their sentence in their headers:
+# tests/test_submissions.py grades them)
 GRADED = {  # stem -> (exercise, function)
-    "bf16_cos": ("fusion.cos_cos", "cos_cos"), "global_block": ("fusion.cos_cos", "cos_cos"),
     "constexpr_global_block": ("fusion.cos_cos", "cos_cos"), "float_eps_layernorm": ("fusion.layernorm", "layernorm"),
     "libdevice_gelu": ("fusion.bias_gelu", "bias_gelu"), "inline_asm_cos_cos": ("fusion.cos_cos", "cos_cos"),
 }
@@ -326,16 +327,6 @@ def _reports():
 
 def _reasons(stem) -> str:
     return " ".join(_reports()[stem].reasons).lower()
-
-
-@pytest.mark.parametrize("stem,words", [
-    ("bf16_cos", ["does not compile for an h100/h200", "but got bf16", "`.to(tl.float32)`"]),
-    ("global_block", ["cannot access global variable block", "`block = tl.constexpr(value)`"]),
-])
-def test_a_kernel_a_gpu_refuses_fails_with_its_sentence(stem, words):
-    assert _reports()[stem].status == FAILED
-    for word in words:
-        assert word in _reasons(stem), (word, _reports()[stem].reasons)
 
 
 @pytest.mark.parametrize("stem", ["constexpr_global_block", "float_eps_layernorm", "libdevice_gelu"])

@@ -1,7 +1,6 @@
 """Lesson 03 (profiling): reading real profiles, the generated ones, and adversarial submissions."""
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -9,7 +8,6 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from conftest import SUBMISSIONS
 from gpuprinciples import profiling
 from gpuprinciples.exercises import profiling as ex
 from gpuprinciples.grading import grade
@@ -151,49 +149,10 @@ def test_the_loop_and_the_foreach_update_agree():
         torch.testing.assert_close(a, b)
 
 
-# ---- function exercises: the reference passes, each mistake fails for its reason -----------------
-
-ADVERSARIAL = [
-    ("profiling.bottleneck", "bottleneck_by_total.py", "bottleneck", "is an annotation"),
-    ("profiling.bottleneck", "bottleneck_by_cpu.py", "bottleneck", "leads by cpu time"),
-    ("profiling.bottleneck", "bottleneck_no_filter.py", "bottleneck", "is a gpu kernel, not an operator"),
-    ("profiling.bottleneck", "bottleneck_ops_total.py", "bottleneck", "leads by total time"),
-    ("profiling.bottleneck", "bottleneck_device_only.py", "bottleneck", "no device times"),
-    ("profiling.foreach_sgd", "sgd_loop.py", "sgd_momentum", "operator dispatches per call"),
-    ("profiling.foreach_sgd", "sgd_in_place.py", "sgd_momentum", "changed its input"),
-    ("profiling.foreach_sgd", "sgd_no_momentum.py", "sgd_momentum", "new_params[0]"),
-    ("profiling.foreach_sgd", "sgd_flat.py", "sgd_momentum", "expected (new_params, new_bufs)"),
-    ("profiling.foreach_sgd", "sgd_swapped.py", "sgd_momentum", "values wrong"),
-]
-SOLUTIONS = [("profiling.bottleneck", "gpuprinciples.kernels.profiling:bottleneck"),
-             ("profiling.foreach_sgd", "gpuprinciples.kernels.profiling:sgd_momentum")]
-
-
-@pytest.fixture(scope="module")
-def reports():
-    from gpuprinciples.submission import from_path
-    jobs = {("solution", e): (e, Submission(f"from {s.split(':')[0]} import {s.split(':')[1]}\n",
-                                            s.split(":")[1], s)) for e, s in SOLUTIONS}
-    for e, file, name, _ in ADVERSARIAL:
-        jobs[(file, e)] = (e, from_path(f"{SUBMISSIONS / 'profiling' / file}:{name}"))
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {key: pool.submit(grade, e, sub) for key, (e, sub) in jobs.items()}
-        return {key: f.result() for key, f in futures.items()}
-
-
-@pytest.mark.parametrize("exercise, solution", SOLUTIONS)
-def test_reference_solution_passes(reports, exercise, solution):
-    report = reports[("solution", exercise)]
-    assert report.status == PASSED, report.reasons
-
-
-@pytest.mark.parametrize("exercise, file, name, why", ADVERSARIAL, ids=[a[1] for a in ADVERSARIAL])
-def test_adversarial_submission_fails_for_its_reason(reports, exercise, file, name, why):
-    report = reports[(file, exercise)]
-    assert report.status == FAILED, report.reasons
-    assert why in " ".join(report.reasons).lower(), report.reasons
-
-
-def test_foreach_solution_dispatches_three_times_for_any_number_of_tensors(reports):
-    counts = reports[("solution", "profiling.foreach_sgd")].measurements["counts"]
+def test_foreach_solution_dispatches_three_times_for_any_number_of_tensors():
+    """The reference passes its own check (tests/test_grader_core.py) in so many dispatches; the mistakes
+    fail for their reasons (their headers under tests/submissions/, tests/test_submissions.py)."""
+    solution = Submission("from gpuprinciples.kernels.profiling import sgd_momentum\n", "sgd_momentum",
+                          "gpuprinciples.kernels.profiling:sgd_momentum")
+    counts = grade("profiling.foreach_sgd", solution).measurements["counts"]
     assert sum(counts["torch_compute_ops"].values()) == 3

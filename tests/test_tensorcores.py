@@ -1,8 +1,6 @@
 """Lesson 06: tensorcores.pad_model graded by recorded matmul shapes and unchanged logits, and wrong
 paddings failed for the right reason."""
 
-from pathlib import Path
-
 import pytest
 import torch
 
@@ -10,9 +8,7 @@ from gpuprinciples.exercises import tensorcores as tc
 from gpuprinciples.grading import grade
 from gpuprinciples.models import tiny_lm, token_batch
 from gpuprinciples.report import FAILED, PASSED
-from gpuprinciples.submission import from_path
 
-SUBMISSIONS = Path(__file__).parent / "submissions" / "tensorcores"
 SEED = 20261202
 
 
@@ -44,23 +40,6 @@ def test_padding_keeps_the_logits(dtype):
 def test_reference_solution_passes():
     report = grade("tensorcores.pad_model", tc.pad_model, seed=SEED)
     assert report.passed, report.reasons
-
-
-@pytest.mark.parametrize("name, words", [
-    ("unchanged.py", ["not aligned", "multiple of 8"]),
-    ("pad_to_4.py", ["not aligned", "bfloat16", "multiple of 8"]),
-    ("vocab_only.py", ["not aligned", "K="]),
-    ("fresh_init.py", ["logits on the real vocabulary changed"]),
-    ("upcast.py", ["computes in torch.float32", "keep the dtype"]),
-])
-def test_wrong_paddings_fail_for_the_right_reason(name, words):
-    report = grade("tensorcores.pad_model", from_path(f"{SUBMISSIONS / name}:pad_model"), seed=SEED)
-    assert not report.passed
-    text = " ".join(report.reasons)
-    for word in words:
-        assert word in text, (word, report.reasons)
-    if name == "pad_to_4.py":  # fp32 cases pass: 4 fp32 elements are 16 bytes
-        assert "float32 vocab" not in text
 
 
 def test_padded_vocab_is_a_decision_from_the_sweep_and_each_wrong_one_says_why():

@@ -26,11 +26,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from submission_headers import submission
 
 from gpuprinciples import runtime
 from gpuprinciples.grading import grade
 from gpuprinciples.report import FAILED, PASSED
-from gpuprinciples.submission import from_path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -56,7 +56,7 @@ def says_any(report, phrases) -> bool:
 
 
 def _submission(relative: str, name: str):
-    return from_path(f"{SUBMISSIONS / relative}:{name}")
+    return submission(SUBMISSIONS / relative, name)  # a mutant (`# mutant-of:`) materialised from its twin
 
 
 # -------------------------------------------------------------------------------------------------

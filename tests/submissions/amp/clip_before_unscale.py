@@ -1,3 +1,9 @@
+# exercise: amp.train_step
+# function: amp_step
+# verdict: failed
+# says: float16
+# says: unscale_
+# seed: 20261202
 """Scales the loss but clips the *scaled* gradients: after unscaling they are 65536 times too small."""
 import torch
 

@@ -1,3 +1,8 @@
+# exercise: amp.train_step
+# function: amp_step
+# verdict: failed
+# says: master weights are not float32
+# seed: 20261202
 """Casts the model to bf16/fp16 for good: every matmul is low precision, but the master weights are gone."""
 import torch
 

@@ -1,3 +1,9 @@
+# exercise: amp.train_step
+# function: amp_step
+# verdict: failed
+# says: 0% of matmul flops
+# says: autocast
+# seed: 20261202
 """Leaves the step in fp32: correct, but no matmul runs in bf16/fp16."""
 import torch
 

@@ -1,3 +1,10 @@
+# exercise: amp.train_step
+# function: amp_step
+# verdict: failed
+# says: float16
+# says: flush to zero
+# says: gradscaler
+# seed: 20261202
 """Autocast, but no loss scaling: in fp16 the small gradients flush to zero."""
 import torch
 

@@ -1,3 +1,7 @@
+# exercise: bounds.knee
+# function: knee
+# verdict: failed
+# says: too late
 # Mistake: returns the first batch past the line, not the last one still under it.
 def knee(batches, times):
     fastest = min(times)

@@ -1,3 +1,7 @@
+# exercise: bounds.knee
+# function: knee
+# verdict: failed
+# says: cold first
 # Mistake: takes the first (smallest) batch's time as the floor; a cold first call moves the line.
 def knee(batches, times):
     pairs = sorted(zip(batches, times))

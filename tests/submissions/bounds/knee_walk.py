@@ -1,3 +1,7 @@
+# exercise: bounds.knee
+# function: knee
+# verdict: failed
+# says: a spike
 # Mistake: walks the sweep in the order given and stops at the first point over the line.
 def knee(batches, times):
     fastest = min(times)

@@ -1,3 +1,7 @@
+# exercise: bounds.fewer_dispatches
+# function: mlp_tail
+# verdict: failed
+# says: values wrong
 # Mistake: forgets the bias.
 import torch.nn.functional as F
 

@@ -1,3 +1,7 @@
+# exercise: bounds.fewer_dispatches
+# function: mlp_tail
+# verdict: failed
+# says: addmm ×
 # Mistake: one row at a time, as a per-sample loop: every row pays the dispatches again.
 import torch
 import torch.nn.functional as F

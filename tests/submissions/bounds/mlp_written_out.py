@@ -1,3 +1,7 @@
+# exercise: bounds.fewer_dispatches
+# function: mlp_tail
+# verdict: failed
+# says: operator dispatches per call
 # Mistake: the same math, written out: a dozen dispatches where two would do.
 import math
 

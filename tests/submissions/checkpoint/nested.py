@@ -1,3 +1,10 @@
+# exercise: checkpoint.fit_budget
+# function: fit_budget
+# verdict: failed
+# says: recomputed
+# says: at most 0.3× allowed
+# says: nested
+# seed: 20261202
 """Checkpoints segments of four blocks and every block inside them: the inner layers are recomputed twice."""
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint

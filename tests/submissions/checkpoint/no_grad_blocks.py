@@ -1,3 +1,9 @@
+# exercise: checkpoint.fit_budget
+# function: fit_budget
+# verdict: failed
+# says: got no gradient
+# says: no_grad
+# seed: 20261202
 """Runs the blocks without autograd to save their activations: nothing of theirs is learned."""
 import torch
 import torch.nn.functional as F

@@ -1,3 +1,10 @@
+# exercise: checkpoint.fit_budget
+# function: fit_budget
+# verdict: failed
+# says: kept for backward
+# says: 100% of the plain step
+# says: budget is 50%
+# seed: 20261202
 """Checkpoints nothing: right gradients, every activation kept."""
 
 

@@ -1,3 +1,10 @@
+# exercise: checkpoint.fit_budget
+# function: fit_budget
+# verdict: failed
+# says: alive at the worst moment
+# says: one segment
+# says: the peak is unchanged
+# seed: 20261202
 """One checkpoint around all the blocks: little is kept during the forward, but backward recomputes
 every block at once, so the peak is the plain step's."""
 import torch.nn.functional as F

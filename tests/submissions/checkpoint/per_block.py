@@ -1,3 +1,10 @@
+# exercise: checkpoint.fit_budget
+# function: fit_budget
+# verdict: failed
+# says: recomputed 0.4
+# says: at most 0.3× allowed
+# says: keep fc1's output in some blocks
+# seed: 20261202
 """Checkpoints every block whole (the answer to this exercise's old, looser budget): memory fits, but
 backward reruns every block's fc1, about half a forward's matmul FLOPs."""
 import torch.nn.functional as F

@@ -1,3 +1,9 @@
+# exercise: checkpoint.fit_budget
+# function: fit_budget
+# verdict: failed
+# says: got no gradient
+# says: use_reentrant=false
+# seed: 20261202
 """Every block checkpointed with use_reentrant=True: the blocks' input comes from a frozen embedding and
 does not require grad, so the reentrant checkpoint's output does not either, and the blocks get no gradient."""
 import torch.nn.functional as F

@@ -1,3 +1,7 @@
+# exercise: checkpoint.fit_budget
+# function: fit_budget
+# verdict: passed
+# seed: 20261202
 """A right answer by another road: every other block checkpointed whole, the rest with a selective
 policy that saves fc1's output (so only GELU is rerun there)."""
 import torch

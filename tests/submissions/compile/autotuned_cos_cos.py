@@ -1,3 +1,6 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# graded-by: test_launch_paths.py
 """Right: cos(cos(x)) with @triton.autotune over several configurations, keyed on the size. The
 grader's warm-up call tunes (on a GPU it times each configuration; under the interpreter it compiles
 each for an H100/H200 and takes the first a GPU would run); the graded call is one launch."""

@@ -1,3 +1,9 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: does not compile for an h100/h200
+# says: but got bf16
+# says: `.to(tl.float32)`
 """Wrong: keeps the intermediate in bf16 "to save registers" and takes tl.cos of bf16 values. The
 interpreter computes it; a GPU's compiler refuses it (tl.cos takes fp32 or fp64), and bf16 is too
 coarse for float32's tolerance anyway."""

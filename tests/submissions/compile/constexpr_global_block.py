@@ -1,3 +1,6 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# graded-by: test_gpucompile.py
 """Right: the same kernel with its module global made a constexpr (`BLOCK = tl.constexpr(1024)`),
 which is what a GPU's compiler accepts."""
 import torch

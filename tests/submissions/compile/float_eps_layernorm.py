@@ -1,3 +1,6 @@
+# exercise: fusion.layernorm
+# function: layernorm
+# graded-by: test_gpucompile.py
 """Right: a layer norm that receives eps as a float argument and converts it in the kernel
 (`eps.to(tl.float32)`), as kernels written for a GPU do: there a float argument is an fp32 scalar.
 Triton's interpreter passed a Python float ('float' object has no attribute 'to'); the grader's

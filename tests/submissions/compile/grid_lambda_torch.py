@@ -1,3 +1,7 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: pytorch operators did work that the kernel must do: cos ×2
 """Wrong: the answer is computed by PyTorch inside the launch's grid callable, which Triton calls during
 the launch; the kernel only copies it. The grid callable is the learner's code: its PyTorch work counts."""
 import torch

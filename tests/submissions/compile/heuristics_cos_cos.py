@@ -1,3 +1,6 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# graded-by: test_launch_paths.py
 """Right: cos(cos(x)) whose block size comes from @triton.heuristics (a power of two from the size,
 capped), and whose `EVEN` flag drops the mask when the block divides n."""
 import torch

@@ -1,3 +1,6 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# graded-by: test_gpucompile.py
 """Right on a GPU, beyond the interpreter: passes the result through a line of inline PTX (a move),
 which only a GPU can run. The report must say it is the interpreter's limit, not the learner's mistake."""
 import torch

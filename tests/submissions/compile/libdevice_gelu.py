@@ -1,3 +1,6 @@
+# exercise: fusion.bias_gelu
+# function: bias_gelu
+# graded-by: test_gpucompile.py
 """Right: bias + exact GELU with libdevice's erf, through the backend-neutral module
 (`triton.language.extra.libdevice`), in row tiles. libdevice is a GPU library; the grader's
 interpreter computes its functions with NumPy."""

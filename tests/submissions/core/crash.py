@@ -1,3 +1,4 @@
+# graded-by: test_grader_core.py
 import os
 import signal
 

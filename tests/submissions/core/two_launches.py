@@ -1,3 +1,4 @@
+# graded-by: test_cli.py
 """Correct, but unfused: cos runs as one kernel, then cos again as another (like eager PyTorch)."""
 import torch
 import triton

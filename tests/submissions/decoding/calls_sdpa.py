@@ -1,3 +1,9 @@
+# exercise: decoding.decode_attention
+# function: decode_attention
+# verdict: failed
+# says: no triton kernel was launched
+# says: pytorch operators did work
+# seed: 10
 """Adversarial: PyTorch's scaled_dot_product_attention, one sequence at a time over its live positions."""
 
 import torch

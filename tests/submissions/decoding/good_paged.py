@@ -1,3 +1,8 @@
+# exercise: decoding.paged_decode_attention
+# function: paged_decode_attention
+# verdict: passed
+# modes: cpu
+# seed: 10
 """A correct paged decode attention with a different design (must pass): one program per (sequence, KV head),
 no splits, one page per step of the loop, the page number read once per page. A page of fewer than 16
 positions is too short a K for tl.dot on Hopper (Triton 3.6's compiler refuses it), so P·V is then a sum."""

@@ -1,3 +1,9 @@
+# exercise: decoding.decode_attention
+# function: decode_attention
+# verdict: failed
+# cpu-says: positions at or past seq_lens[b]
+# says: values wrong (
+# seed: 10
 """Adversarial: attends over the whole cache, S_max positions, whatever seq_lens says (one launch)."""
 
 import math

@@ -1,3 +1,11 @@
+# exercise: decoding.decode_attention
+# function: decode_attention
+# verdict: failed
+# not-says: values wrong
+# modes: cpu
+# says: × over
+# says: once per kv head, not once per query head
+# seed: 10
 """Adversarial: one program per (sequence, query head, split), each loading the K/V head it reads: correct
 values, but every KV head is read once per query head that shares it (G times over)."""
 

@@ -1,3 +1,12 @@
+# exercise: decoding.decode_attention
+# function: decode_attention
+# verdict: failed
+# not-says: values wrong
+# modes: cpu
+# says: loaded elements that must not be read
+# says: of k_cache (positions at or past seq_lens[b]
+# says: of v_cache (positions at or past
+# seed: 10
 """Adversarial: every program loads its whole slice of S_max, then masks the scores (and zeroes V) past the
 length: the values are right, but the positions past seq_lens[b] are read."""
 

@@ -1,3 +1,9 @@
+# exercise: decoding.decode_attention
+# function: decode_attention
+# verdict: failed
+# says: 3 triton launches
+# says: at most 2 allowed
+# seed: 10
 """Adversarial: the package's split-KV kernel and merge, then a third launch that copies the result into
 another buffer: right values, one launch too many."""
 

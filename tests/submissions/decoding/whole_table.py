@@ -1,3 +1,11 @@
+# exercise: decoding.paged_decode_attention
+# function: paged_decode_attention
+# verdict: failed
+# not-says: values wrong
+# modes: cpu
+# says: entries past a sequence's last page
+# says: pages the block table does not point to, or rows of a sequence's last page at or past its length
+# seed: 10
 """Adversarial (paged): reads every block-table entry and every row of each page it names, up to the table's
 end, then masks the scores (and zeroes V) past the length: right values, but pages and table entries past each
 sequence's end are read."""

@@ -1,3 +1,11 @@
+# exercise: decoding.paged_decode_attention
+# function: paged_decode_attention
+# verdict: failed
+# cpu-says: pages the block table does not point to
+# cpu-says: never loaded by a triton kernel
+# cpu-says: of block_table
+# says: values wrong (
+# seed: 10
 """Adversarial (paged): takes the pages of sequence b to be b·max_pages, b·max_pages + 1, ... as if the pool
 were a contiguous cache, never reading the block table: the wrong pages."""
 

@@ -1,3 +1,4 @@
+# graded-by: test_distributed.py
 # Adversarial: all-reduces one token (so a collective was called) and nothing else. It walks every
 # frame it can reach for the case's seed or for a batch beside its own model, and sets the gradients
 # of the whole batch from those. The grader must leave nothing of the kind in a rank: then all it

@@ -1,3 +1,4 @@
+# graded-by: test_distributed.py
 # Sums the gradients and forgets to divide by the world size.
 import torch.distributed as dist
 

@@ -1,3 +1,4 @@
+# graded-by: test_distributed.py
 # Averages correctly, but all-reduces every gradient twice: right values, twice the traffic.
 import torch.distributed as dist
 

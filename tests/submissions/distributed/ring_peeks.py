@@ -1,3 +1,4 @@
+# graded-by: test_distributed.py
 # Adversarial: sends one token around the ring (so something was sent) and nothing else. It walks
 # every frame it can reach (and the garbage collector's objects) for the case's seed or the other
 # ranks' data, and sums those instead. The grader must leave nothing of the kind in a rank: then it

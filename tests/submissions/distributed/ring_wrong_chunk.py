@@ -1,3 +1,4 @@
+# graded-by: test_distributed.py
 # A ring with the right volume, but the all-gather passes the wrong chunk along.
 import torch
 import torch.distributed as dist

@@ -1,3 +1,7 @@
+# exercise: flash.attention
+# function: attention
+# verdict: passed
+# seed: 8
 """A correct FlashAttention-2 forward in the shape of the original Triton one (must pass).
 
 What the grader must allow, and did not: the log-sum-exp of every row is written to a buffer padded to

@@ -1,3 +1,7 @@
+# exercise: flash.attention
+# function: attention
+# verdict: passed
+# seed: 8
 """A correct FlashAttention forward written with plain pointers and masks (must pass)."""
 
 import math

@@ -1,3 +1,11 @@
+# exercise: flash.attention
+# function: attention
+# verdict: failed
+# modes: cpu
+# says: score matrix
+# says: something else went to memory
+# says: 2 triton launches
+# seed: 8
 """Adversarial: two Triton kernels with the N×N score matrix in memory between them (correct values)."""
 
 import math

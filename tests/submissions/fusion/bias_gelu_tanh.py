@@ -1,3 +1,7 @@
+# exercise: fusion.bias_gelu
+# function: bias_gelu
+# verdict: failed
+# says: values wrong
 """The tanh approximation of GELU: close (1e-3), but the exercise asks for the exact (erf) one."""
 import torch
 import triton

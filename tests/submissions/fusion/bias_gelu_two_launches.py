@@ -1,3 +1,7 @@
+# exercise: fusion.bias_gelu
+# function: bias_gelu
+# verdict: failed
+# says: 2 triton launches per call
 """Unfused: x + bias goes to memory, and a second kernel reads it back for the GELU."""
 import torch
 import triton

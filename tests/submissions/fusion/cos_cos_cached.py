@@ -1,3 +1,7 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: values wrong
 """Caches its answer by shape: the second call returns the first call's result."""
 from gpuprinciples.kernels.cos_cos import cos_cos as _fused
 

@@ -1,3 +1,7 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# known-gap: torch._C._DisableTorchDispatch hides PyTorch compute from the recorder
 """Suspected grader gap: PyTorch does the work with the dispatcher's Python modes switched off, so
 the operator recorder never sees it; one tiny Triton launch satisfies the launch count."""
 import torch

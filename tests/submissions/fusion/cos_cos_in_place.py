@@ -1,3 +1,8 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: changed its input
+# says: returned its input
 """Writes the answer into x and returns x."""
 import triton
 import triton.language as tl

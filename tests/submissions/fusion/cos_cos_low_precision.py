@@ -1,3 +1,8 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: values wrong
+# says: tolerance
 """Rounds x to bfloat16 before computing: cheaper to move, but not float32's answer."""
 import torch
 import triton

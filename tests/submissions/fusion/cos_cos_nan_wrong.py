@@ -1,3 +1,8 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: nan in the wrong places
+# says: expected nan missing
 """Turns NaN into 0 before computing: cos(cos(NaN)) must stay NaN."""
 import torch
 import triton

@@ -1,3 +1,9 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: moved
+# says: is the minimum
+# says: at most 1.1× allowed
 """Missing mask on the load: the last block reads past the end of x (the store is masked, so the
 values are right; the grader sees the extra bytes)."""
 import torch

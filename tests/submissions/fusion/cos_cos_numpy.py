@@ -1,3 +1,7 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# known-gap: NumPy does the arithmetic: invisible to the PyTorch operator recorder
 """Suspected grader gap: NumPy does the work (invisible to the PyTorch dispatcher) and a Triton
 kernel that touches one element keeps the launch count at one."""
 import numpy as np

@@ -1,3 +1,8 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: replaced parts of pytorch
+# says: torch.isnan
 """Replaces a PyTorch function at import (here one a comparison could use)."""
 import torch
 

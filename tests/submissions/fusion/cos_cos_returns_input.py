@@ -1,3 +1,7 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: returned its input
 """Returns x itself."""
 
 

@@ -1,3 +1,7 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: not a torch.tensor
 """Returns the right values in a torch.Tensor subclass (which could override ==, allclose, ...)."""
 import torch
 

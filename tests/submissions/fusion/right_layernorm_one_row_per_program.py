@@ -1,3 +1,6 @@
+# exercise: fusion.layernorm
+# function: layernorm
+# verdict: passed
 """Right, and the fast design: one program per row, weight and bias loaded by every program. They stay in
 the L2 cache, so memory sees them once and the grader charges them once (BytesWithin's `cached`)."""
 import torch

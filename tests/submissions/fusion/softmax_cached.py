@@ -1,3 +1,7 @@
+# exercise: fusion.softmax
+# function: softmax
+# verdict: failed
+# says: values wrong
 """Returns the previous call's answer when the shape repeats."""
 from gpuprinciples.kernels.softmax import softmax as _fused
 

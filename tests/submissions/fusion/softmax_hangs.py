@@ -1,3 +1,8 @@
+# exercise: fusion.softmax
+# function: softmax
+# verdict: failed
+# timeout: 25
+# says: did not finish within 25 s
 """A loop that never ends."""
 import time
 

@@ -1,3 +1,7 @@
+# exercise: fusion.softmax
+# function: softmax
+# verdict: failed
+# says: changed its input
 """Writes the answer over x (and returns a fresh copy): the caller's x is destroyed."""
 from gpuprinciples.kernels.softmax import softmax as _fused
 

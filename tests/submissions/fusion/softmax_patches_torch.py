@@ -1,3 +1,8 @@
+# exercise: fusion.softmax
+# function: softmax
+# verdict: failed
+# says: replaced parts of pytorch
+# says: torch.softmax
 """Replaces torch.softmax at import (the baseline it is timed against)."""
 import torch
 

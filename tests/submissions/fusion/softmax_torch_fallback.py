@@ -1,3 +1,9 @@
+# exercise: fusion.softmax
+# function: softmax
+# verdict: failed
+# says: no triton kernel was launched
+# says: pytorch operators did work
+# says: softmax
 """PyTorch does the work."""
 import torch
 

@@ -1,3 +1,7 @@
+# exercise: fusion.softmax
+# function: softmax
+# verdict: failed
+# says: 2 triton launches per call
 """Two passes: one kernel writes each row's max to memory, a second reads x again."""
 import torch
 import triton

@@ -1,3 +1,7 @@
+# exercise: fusion.softmax
+# function: softmax
+# verdict: failed
+# says: values wrong
 """Masked-off lanes load 0 instead of -inf: the padding adds exp(0 - max) to every row's sum."""
 import torch
 import triton

@@ -1,3 +1,9 @@
+# exercise: fusion.vector_add
+# function: vector_add
+# verdict: failed
+# says: no triton kernel was launched
+# says: pytorch operators did work
+# says: add
 """PyTorch does the work."""
 
 

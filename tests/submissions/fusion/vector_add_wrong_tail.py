@@ -1,3 +1,7 @@
+# exercise: fusion.vector_add
+# function: vector_add
+# verdict: failed
+# says: nan in the wrong places
 """Masks with offs < n - 1: the last element is never written."""
 import torch
 import triton

@@ -1,3 +1,10 @@
+# exercise: hierarchy.matmul
+# function: matmul
+# verdict: failed
+# cpu-says: every element of a and b must pass through the kernel
+# says: pytorch operators did work
+# says: mm ×1
+# seed: 11
 """Adversarial: launches a Triton kernel (a copy), but torch.mm does the multiplication."""
 
 import torch

@@ -1,3 +1,11 @@
+# exercise: hierarchy.matmul
+# function: matmul
+# verdict: failed
+# not-says: values wrong
+# not-says: what its tiles imply
+# says: no kernel multiplied bf16 or fp16 tiles with tl.dot
+# says: tensor cores
+# seed: 11
 """Adversarial: right values and tiles, but the product is elementwise multiplies and a tl.sum, not tl.dot:
 it never runs on Tensor Cores (no wgmma in the code compiled for sm_90)."""
 

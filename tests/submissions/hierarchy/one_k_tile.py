@@ -1,3 +1,9 @@
+# exercise: hierarchy.matmul
+# function: matmul
+# verdict: failed
+# cpu-says: k past one tile of 512
+# says: values wrong (
+# seed: 11
 """Adversarial: no loop over K. One masked tile of BK = 512 holds all of K: right while K ≤ 512, and K
 past it is never added. A CPU whose K stayed under 512 passed it; an H200's cases reach K = 3000."""
 

@@ -1,3 +1,12 @@
+# exercise: hierarchy.matmul
+# function: matmul
+# verdict: failed
+# not-says: values wrong
+# not-says: wgmma
+# modes: cpu
+# says: what its tiles imply
+# says: at most 1.25× allowed
+# seed: 11
 """Adversarial: right values, but each K step loads its A and B tiles twice: once to see whether the A
 tile is all zeros (to skip its product), then again for the product instead of reusing what it loaded."""
 

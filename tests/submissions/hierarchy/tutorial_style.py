@@ -1,3 +1,7 @@
+# exercise: hierarchy.matmul
+# function: matmul
+# verdict: passed
+# seed: 11
 """A matmul in the style of Triton's tutorial 03 (must pass): plain pointers, rows and columns wrapped
 with `% M` / `% N` instead of masked, the K tail masked, grouped order, an autotuner choosing between
 two configurations, the accumulator cast to fp16 before the store (as the tutorial does)."""

@@ -1,3 +1,9 @@
+# exercise: hierarchy.matmul
+# function: matmul
+# verdict: failed
+# cpu-says: every element of a and b must pass through the kernel
+# says: values wrong (
+# seed: 11
 """Adversarial: masks M and N, but walks only the whole BK blocks of K: the K tail is never added."""
 
 import torch

@@ -1,3 +1,7 @@
+# exercise: profiling.foreach_sgd
+# function: sgd_momentum
+# verdict: failed
+# says: expected (new_params, new_bufs)
 # Mistake: flattens everything into one tensor and returns that, not the two lists.
 import torch
 

@@ -1,3 +1,7 @@
+# exercise: profiling.foreach_sgd
+# function: sgd_momentum
+# verdict: failed
+# says: changed its input
 # Mistake: updates the caller's tensors in place (as torch.optim does), instead of returning new ones.
 import torch
 

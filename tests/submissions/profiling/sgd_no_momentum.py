@@ -1,3 +1,7 @@
+# exercise: profiling.foreach_sgd
+# function: sgd_momentum
+# verdict: failed
+# says: new_params[0]
 # Mistake: forgets the momentum buffer in the parameter update.
 import torch
 

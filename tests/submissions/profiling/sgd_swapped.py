@@ -1,3 +1,7 @@
+# exercise: profiling.foreach_sgd
+# function: sgd_momentum
+# verdict: failed
+# says: values wrong
 # Mistake: returns the two lists in the wrong order.
 import torch
 

@@ -1,3 +1,4 @@
+# graded-by: test_sandbox.py
 """Kills the process that forked it (the warm server), then answers right."""
 import os
 import signal

@@ -1,3 +1,4 @@
+# graded-by: test_sandbox.py
 """A right cos_cos that says which process is its parent and what the environment holds."""
 import os
 

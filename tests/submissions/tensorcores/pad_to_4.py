@@ -1,3 +1,11 @@
+# exercise: tensorcores.pad_model
+# function: pad_model
+# verdict: failed
+# not-says: float32 vocab
+# says: not aligned
+# says: bfloat16
+# says: multiple of 8
+# seed: 20261202
 """Pads every size to a multiple of 4: 16 bytes in fp32, but only 8 bytes in bf16."""
 import torch
 

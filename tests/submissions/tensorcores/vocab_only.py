@@ -1,3 +1,9 @@
+# exercise: tensorcores.pad_model
+# function: pad_model
+# verdict: failed
+# says: not aligned
+# says: k=
+# seed: 20261202
 """Pads the vocabulary (as nanoGPT does, 50257 -> 50304) but not the width or the hidden size."""
 import torch
 

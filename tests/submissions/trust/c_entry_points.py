@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """PyTorch does the work through its C entry points, under no_grad and inference_mode, hoping to
 go around the grader's operator recorder."""
 import torch

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Hides PyTorch's arithmetic inside a custom operator: the counters' dispatch mode sees the operator
 itself, never the operators it runs inside. A Triton kernel then copies the hidden result into the
 output (so a kernel launched, and wrote every element)."""

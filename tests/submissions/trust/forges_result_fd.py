@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Forges the worker's messages: the result pipe is an inherited file descriptor (its number is in
 sys.argv), so this keeps a duplicate of it, points the worker's own copy at /dev/null, and writes
 well-formed messages (torch.save, as the worker does) that report a perfect fused kernel.

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Leaves a process behind: forks twice, the grandchild starts its own session (so the grader's
 kill of the worker's process group misses it) and sleeps on, holding the worker's pipes."""
 import os

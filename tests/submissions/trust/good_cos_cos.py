@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """An honest fused cos(cos(x)), tuned as lesson 07 teaches (4096-element blocks, 8 warps on a GPU; the untuned
 1024/4 reached only 0.81x torch.compile on the H200): graded after faulty submissions to show the grader carries on."""
 import torch

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """GPU: a Triton kernel that stores far outside its output (an illegal memory access)."""
 import torch
 import triton

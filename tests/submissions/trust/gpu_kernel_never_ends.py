@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """GPU: a Triton kernel that never ends (it waits for a flag that nobody sets)."""
 import torch
 import triton

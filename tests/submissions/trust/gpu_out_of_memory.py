@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """GPU: asks for 200 GiB of device memory (more than an H200 has)."""
 import torch
 

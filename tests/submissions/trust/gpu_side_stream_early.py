@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """GPU: the real (slow) kernel starts at once on a side stream, without waiting for the current
 stream, so it runs while the grader still holds the GPU before opening the timed window. (It once padded
 the window with a PyTorch copy of the input's size; the byte rule now fails such a copy before anything is

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """GPU: a slow kernel (four passes over memory in one launch) hidden on a side stream that starts
 only when the timed window closes. (It once padded the window with a PyTorch copy of the input's size, so
 the time looked like a kernel at copy speed; the byte rule now fails such a copy before anything is timed.)"""

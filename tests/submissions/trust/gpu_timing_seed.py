@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """GPU: while being timed, reads the timing command from the worker's frames and prints the seed it
 derives from it (the timing seed is the secret seed XOR a constant)."""
 import sys

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Reads every input element in its kernel but stores only the first half of the result; the second
 half is computed by PyTorch with the counters' dispatch mode switched off, straight into the output.
 Bytes stay under the bound (it moves less than an honest kernel) and the kernel reads all its input:

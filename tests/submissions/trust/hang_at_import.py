@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Never finishes loading: the time limit covers import too."""
 import time
 

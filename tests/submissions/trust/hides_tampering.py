@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Replaces the counters' `record` with one that reports a perfect fused kernel, and silences the
 worker's tamper report by replacing its `_tampered` (the worker runs as __main__). PyTorch does
 the work."""

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Runs out of memory (raised here rather than by allocating: the test machine must survive)."""
 
 

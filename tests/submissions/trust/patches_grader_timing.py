@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Replaces the grader's own timing function (gpuprinciples.timing._time_call) with one that reports
 a plausible, flattering time: 90% of the copy bandwidth for this function, 3x slower for the
 baselines. On a CPU it is only patched; on a GPU it would be used."""

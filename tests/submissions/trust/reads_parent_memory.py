@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Looks for the grader's expected output in its own process: every tensor the garbage collector
 can reach (directly or inside a container) and every local of every frame up the stack. The
 reference lives in the grader's process, so there is nothing to find: this prints what it

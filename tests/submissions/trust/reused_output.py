@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """A correct fused kernel that writes every call into the same output tensor: the result of one
 call is overwritten by the next (the caller's earlier results change under it)."""
 import torch

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Right on the 2nd, 4th, 6th... call and garbage on the others: the grader calls a decoy first,
 then the counted call, so only the decoy is ever wrong."""
 import torch

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Looks for the grader's secret seed everywhere it can reach from inside the worker. The test grades
 this with seed=0x2B1D53C79A0E4F61, so the probe knows what to look for; a learner would not even know that."""
 import gc

@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """One row per program, strides respected, max subtracted: right in structure, but the arithmetic
 is done in float16."""
 import torch

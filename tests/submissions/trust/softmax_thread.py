@@ -1,3 +1,4 @@
+# not-graded: no test grades it yet (a softmax that starts a thread)
 """PyTorch does the softmax in another thread; a one-element Triton kernel in this one."""
 import threading
 

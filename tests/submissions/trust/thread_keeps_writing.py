@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Answers correctly, but leaves a thread running that keeps overwriting the output with zeros
 (and that never stops on its own): the caller's result changes after the call returned."""
 import threading

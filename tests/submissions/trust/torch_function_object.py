@@ -1,3 +1,4 @@
+# graded-by: test_trust.py
 """Not a tensor at all: an object that pretends to be one through __torch_function__ and
 __array__, computing the answer only when the grader converts it."""
 import numpy as np

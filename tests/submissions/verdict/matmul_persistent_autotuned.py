@@ -1,3 +1,5 @@
+# exercise: hierarchy.matmul
+# function: matmul
 # verdict: passed
 """Right: a persistent matmul in the style of Triton's tutorials: one program per SM walks the output tiles
 (grouped order), and @triton.autotune chooses among 24 configurations keyed on the sizes. Under the
