@@ -256,8 +256,8 @@ def dq_kernel(Q, K, V, dO, Lse, Delta, dQ, H, N, qk_scale, sm_scale,
 # (BLOCK_M, BLOCK_N, num_warps, num_stages). The dK/dV program holds two BLOCK_N×D float32 accumulators
 # and K, V tiles: a wide key tile and a narrow query tile (Triton's tutorial: 64 queries × 128 keys); the
 # dQ program the other way round.
-DKDV_GPU_CONFIGS = [(64, 128, 8, 3), (64, 128, 8, 2), (32, 128, 4, 3), (64, 64, 4, 3), (32, 64, 4, 3)]
-DQ_GPU_CONFIGS = [(128, 64, 8, 3), (128, 64, 8, 2), (128, 32, 4, 3), (64, 64, 4, 3), (64, 32, 4, 3)]
+DKDV_GPU_CONFIGS = [(64, 128, 8, 3), (64, 128, 8, 2), (64, 128, 8, 4), (64, 64, 4, 3), (32, 64, 4, 3)]
+DQ_GPU_CONFIGS = [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 32, 4, 3), (64, 64, 4, 3)]
 
 
 def _configs(rows):
