@@ -17,6 +17,7 @@ The exercises:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 import torch
@@ -29,6 +30,7 @@ from .base import (
     MaxLaunches,
     NoTorchCompute,
     Requirement,
+    Timing,
     ValueExercise,
     _fmt_bytes,
     dtype_plan,
@@ -340,6 +342,51 @@ BACKWARD_HINTS = (
     "64 queries × 128 keys for dK/dV and 128 × 64 for dQ, 8 warps.",
 )
 
+def _timing_inputs(gen, device, causal=False):
+    """The lesson's shape in bf16: q, k, v, dO drawn here, O and LSE from the package's forward."""
+    from ..kernels.attention_backward import attention_lse
+    q, k, v, do = (torch.randn(SHAPE, generator=gen, device=device, dtype=torch.bfloat16) for _ in range(4))
+    o, lse = attention_lse(q, k, v, causal)
+    return q, k, v, o, lse, do, causal
+
+
+def sdpa_backward(backend_name: str):
+    """The backward of F.scaled_dot_product_attention on one backend, alone: its forward runs once per input buffer
+    (on copies, so that the grader refilling the buffers between calls does not touch autograd's saved tensors),
+    and every call after that is one `torch.autograd.grad` of the kept graph."""
+    from ..kernels.attention import sdpa
+    forward = sdpa(backend_name)
+    kept: dict = {}
+
+    def run(q, k, v, o, lse, do, causal=False):
+        key = (q.data_ptr(), tuple(q.shape), bool(causal))
+        if key not in kept:
+            kept.clear()
+            leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+            kept[key] = (leaves, forward(*leaves, causal))
+        leaves, out = kept[key]
+        return torch.autograd.grad(out, leaves, do, retain_graph=True)
+
+    run.__name__ = run.__qualname__ = f"{forward.__name__}_backward"
+    return run
+
+
+def backward_flops(args) -> int:
+    """2.5 × the forward's 4·B·H·N²·D (five N×N×D products against two; the recompute not counted), half causal."""
+    B, H, N, D = args[0].shape
+    return 10 * B * H * N * N * D // (2 if args[6] else 1)
+
+
+def _timing(causal: bool, label: str = "") -> Timing:
+    return Timing(
+        inputs=lambda gen, device: _timing_inputs(gen, device, causal),
+        baselines={"sdpa_flash": sdpa_backward("FLASH_ATTENTION"), "sdpa_cudnn": sdpa_backward("CUDNN_ATTENTION")},
+        min_bytes=lambda args: 8 * args[0].numel() * args[0].element_size(),  # Q K V O dO read, dQ dK dV written
+        flops=backward_flops,
+        min_speedup={"sdpa_flash": 0.8},  # a learner's bar; the package's reaches more (docs/flash-backward-h200.md)
+        label=label)
+
+
 ATTENTION_BACKWARD = FunctionExercise(
     id="backward.attention_backward",
     title="FlashAttention backward in Triton",
@@ -350,6 +397,7 @@ ATTENTION_BACKWARD = FunctionExercise(
     compare=_compare_backward,
     requirements=(LaunchesTriton(), MaxLaunches(4), NoTorchCompute(), NoScoreMatrix(),
                   StoresOnly(3, "dQ, dK, dV"), LoadsWithinBackwardBound()),
+    timing=replace(_timing(False), also=(_timing(True, "causal"),)),
     timeout_s=240.0,
     solution="gpuprinciples.kernels.attention_backward:attention_backward",
     hints=BACKWARD_HINTS,
@@ -419,8 +467,8 @@ ATTENTION_FUNCTION = FunctionExercise(
     id="backward.attention_function",
     title="An autograd.Function: FlashAttention forward and backward, joined",
     signature=("attention(q, k, v, causal=False) -> Tensor  # differentiable: returns YourFunction.apply(q, k, v, "
-               "causal); its forward runs attention_lse and saves (q, k, v, o, lse), its backward runs "
-               "attention_backward"),
+               "causal) (in a notebook: autograd_function(forward, backward).apply(...)); its forward runs "
+               "attention_lse and saves (q, k, v, o, lse), its backward runs attention_backward"),
     cases=_function_cases,
     reference=_function_reference,
     run=_run_function,
@@ -435,6 +483,20 @@ ATTENTION_FUNCTION = FunctionExercise(
            "is not; return (dq, dk, dv, None).",
            "attention = lambda q, k, v, causal=False: FlashAttention.apply(q, k, v, causal)"),
 )
+
+
+_FUNCTIONS: dict = {}
+
+
+def autograd_function(forward, backward) -> type:
+    """The torch.autograd.Function subclass whose static methods are `forward(ctx, ...)` and `backward(ctx, ...)`,
+    made once per pair: what a notebook writes as two functions, since the grader ships a notebook's functions by
+    their source and Python cannot read back the source of a class defined in a notebook."""
+    key = (forward, backward)
+    if key not in _FUNCTIONS:
+        _FUNCTIONS[key] = type(f"{forward.__name__}_function", (torch.autograd.Function,),
+                               {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+    return _FUNCTIONS[key]
 
 
 class FlashAttention(torch.autograd.Function):
@@ -475,8 +537,8 @@ def compile_dkdv(block_m: int, block_n: int, num_warps: int, causal: bool = Fals
     from .. import gpucompile
     from ..kernels.attention_backward import dkdv_kernel
     B, H, N, D = 1, 1, 256, 128
-    q, k, v, do, dk, dv = (torch.empty(B, H, N, D, dtype=torch.bfloat16) for _ in range(6))
-    lse, delta = torch.empty(B, H, N), torch.empty(B, H, N)
+    q, k, v, do, dk, dv = (torch.empty(B, H, N, D, dtype=torch.bfloat16, device=runtime.DEVICE) for _ in range(6))
+    lse, delta = (torch.empty(B, H, N, device=runtime.DEVICE) for _ in range(2))
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], N)
     return gpucompile.compile_launch(
         dkdv_kernel, (q, k, v, do, lse, delta, dk, dv, H, N, 0.1, 0.1, *strides),

@@ -256,8 +256,9 @@ def dq_kernel(Q, K, V, dO, Lse, Delta, dQ, H, N, qk_scale, sm_scale,
 # (BLOCK_M, BLOCK_N, num_warps, num_stages). The dK/dV program holds two BLOCK_N×D float32 accumulators
 # and K, V tiles: a wide key tile and a narrow query tile (Triton's tutorial: 64 queries × 128 keys); the
 # dQ program the other way round.
-DKDV_GPU_CONFIGS = [(64, 128, 8, 3), (64, 128, 8, 2), (64, 128, 8, 4), (64, 64, 4, 3), (32, 64, 4, 3)]
-DQ_GPU_CONFIGS = [(128, 64, 8, 3), (128, 64, 8, 2), (128, 64, 8, 4), (128, 32, 4, 3), (64, 64, 4, 3)]
+# Few, for the autotuner's compile time; (32, 128, 4) and (128, 128, 8) spill at D = 128 (backward.dkdv_tiles).
+DKDV_GPU_CONFIGS = [(64, 128, 8, 3), (64, 128, 8, 2), (64, 64, 4, 3)]
+DQ_GPU_CONFIGS = [(128, 64, 8, 3), (128, 64, 8, 2), (64, 64, 4, 3)]
 
 
 def _configs(rows):
@@ -335,3 +336,94 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, configs: dict 
     dq_kernel[(triton.cdiv(N, qb["BLOCK_M"]), B * H)](*args, dq, *scales, *strides, **meta, **qb)
     return dq, dk, dv
 
+
+
+# -------------------------------------------------------------------------------------------------
+# A standalone check and sweep (GPU)
+# -------------------------------------------------------------------------------------------------
+
+
+def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
+    import argparse
+
+    from triton.testing import do_bench
+
+    from .attention import sdpa
+
+    parser = argparse.ArgumentParser(description="check and time the FlashAttention backward on a GPU")
+    parser.add_argument("--shape", default="4,16,4096,128", help="B,H,N,D")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--sweep", action="store_true", help="time each dK/dV and dQ configuration on its own")
+    a = parser.parse_args(argv)
+    assert torch.cuda.is_available(), "this check needs a CUDA GPU"
+    B, H, N, D = map(int, a.shape.split(","))
+    dtype = getattr(torch, a.dtype)
+    print(f"{torch.cuda.get_device_name()}, triton {triton.__version__}, torch {torch.__version__}; "
+          f"B={B} H={H} N={N} D={D} {a.dtype}; backward counted as 2.5x the forward's FLOPs")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v, do = (torch.randn(B, H, N, D, generator=gen, device="cuda", dtype=dtype) for _ in range(4))
+    for causal in (False, True):
+        fwd_flops = 4 * B * H * N * N * D // (2 if causal else 1)
+        bwd_flops = 2.5 * fwd_flops
+        o, lse = attention_lse(q, k, v, causal)
+        ref = sdpa("FLASH_ATTENTION")
+        leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        grads = torch.autograd.grad(ref(*leaves, causal), leaves, do)
+        mine = attention_backward(q, k, v, o, lse, do, causal)
+        errs = [(m.float() - g.float()).abs().max().item() for m, g in zip(mine, grads)]
+        scale = [g.float().abs().max().item() for g in grads]
+        print(f"causal={causal}: max |ours - sdpa flash| dq {errs[0]:.2e} dk {errs[1]:.2e} dv {errs[2]:.2e} "
+              f"(max |grad| {max(scale):.2e})")
+
+        def rate(fn, flops=bwd_flops):
+            ms = do_bench(fn, warmup=25, rep=200)
+            return ms, flops / ms / 1e9
+
+        rows = [("ours, autotuned", lambda: attention_backward(q, k, v, o, lse, do, causal))]
+        for name in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+            try:
+                leaves = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+                out = sdpa(name)(*leaves, causal)
+                rows.append((f"sdpa {name.split('_')[0].lower()} backward",
+                             lambda out=out, leaves=leaves: torch.autograd.grad(out, leaves, do, retain_graph=True)))
+                fms, ftf = rate(lambda name=name: sdpa(name)(q, k, v, causal), fwd_flops)
+                print(f"  sdpa {name.split('_')[0].lower()} forward: {fms:.3f} ms, {ftf:.0f} TFLOP/s")
+            except RuntimeError as exc:
+                print(f"  {name}: unavailable ({str(exc).splitlines()[0][:80]})")
+        fms, ftf = rate(lambda: attention_lse(q, k, v, causal), fwd_flops)
+        print(f"  ours forward (with LSE): {fms:.3f} ms, {ftf:.0f} TFLOP/s")
+        result = {}
+        for name, fn in rows:
+            ms, tf = rate(fn)
+            result[name] = tf
+            print(f"  {name:>22}: {ms:8.3f} ms  {tf:6.0f} TFLOP/s")
+        ours = result["ours, autotuned"]
+        for name, tf in result.items():
+            if name != "ours, autotuned":
+                print(f"  ours / {name}: {ours / tf:.2f}x")
+        for kern in (dkdv_kernel_tuned, dq_kernel_tuned):
+            print(f"  autotuner picked {getattr(kern, 'best_config', None)}")
+        delta = torch.empty((B, H, N), dtype=torch.float32, device="cuda")
+        dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+        strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3], triton.next_power_of_2(N))
+        meta = dict(D=D, CAUSAL=causal, PRECISION=_precision(dtype))
+        scales = (H, N, LOG2E / math.sqrt(D), 1 / math.sqrt(D))
+        if a.sweep:  # each pass alone, at the rate of the products it runs (dK/dV 4, dQ 3, of 2·N²·D each)
+            for cfg in DKDV_GPU_CONFIGS:
+                try:
+                    ms, tf = rate(lambda: dkdv_kernel[(triton.cdiv(N, cfg[1]), B * H)](
+                        q, k, v, do, lse, delta, dk, dv, *scales, *strides, **meta, **_blocks(cfg)), bwd_flops * 4 / 5)
+                    print(f"  dkdv {cfg}: {ms:.3f} ms, {tf:.0f} TFLOP/s of its 4 products")
+                except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory
+                    print(f"  dkdv {cfg}: failed ({type(exc).__name__}: {str(exc)[:80]})")
+            for cfg in DQ_GPU_CONFIGS:
+                try:
+                    ms, tf = rate(lambda: dq_kernel[(triton.cdiv(N, cfg[0]), B * H)](
+                        q, k, v, do, lse, delta, dq, *scales, *strides, **meta, **_blocks(cfg)), bwd_flops * 3 / 5)
+                    print(f"  dq   {cfg}: {ms:.3f} ms, {tf:.0f} TFLOP/s of its 3 products")
+                except Exception as exc:  # noqa: BLE001
+                    print(f"  dq   {cfg}: failed ({type(exc).__name__}: {str(exc)[:80]})")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()
