@@ -152,13 +152,19 @@ def _function_cases(gen: torch.Generator, mode: str) -> list[Case]:
     return found
 
 
-# per dtype: (rtol, atol as a fraction of the reference tensor's RMS). A gradient is a sum over N rows of
+# per (dtype, kind): (rtol, atol as a fraction of the reference tensor's RMS). A gradient is a sum over N rows of
 # products of rounded values, so its error grows with its own size: the atol scales with it. The bf16/fp16 inputs
-# are exact in float64; the learner's kernel rounds P and dS to them before each tl.dot (as every fast one does).
+# are exact in float64; a fast kernel rounds P and dS to them before each tl.dot. With scores of std 64 ("large")
+# P is nearly one-hot and a row of dS sums to zero from few large terms: a float64 emulation of exactly that
+# rounding (B=1 H=4 N=884 D=64 causal, bf16) is 0.136·RMS off in dQ, past the normal bf16 atol; an H200 run of the
+# package's kernel was 0.13·RMS off there. Hence 3× the atol for them.
 GRAD_TOLERANCES = {
-    torch.float32: (1e-4, 1e-4),
-    torch.float16: (1e-2, 2e-2),
-    torch.bfloat16: (5e-2, 1e-1),
+    (torch.float32, "normal"): (1e-4, 1e-4),
+    (torch.float32, "large"): (1e-4, 3e-4),
+    (torch.float16, "normal"): (1e-2, 2e-2),
+    (torch.float16, "large"): (1e-2, 6e-2),
+    (torch.bfloat16, "normal"): (5e-2, 1e-1),
+    (torch.bfloat16, "large"): (5e-2, 3e-1),
 }
 # (rtol, atol) in natural-log units: float32 sums of exp, whatever the inputs' dtype (a score of 155 carries ~1e-5)
 LSE_TOLERANCE = {torch.float32: (1e-6, 1e-5), torch.float16: (1e-6, 1e-4), torch.bfloat16: (1e-6, 1e-4)}
@@ -182,13 +188,12 @@ def _close(name: str, got: torch.Tensor, want: torch.Tensor, rtol: float, atol: 
 
 def _grad_reasons(outs, want, case, names=("dq", "dk", "dv")) -> list[str]:
     where = f" (case {case.label})"
-    dtype = case.args[0].dtype
+    rtol, atol = GRAD_TOLERANCES[(case.args[0].dtype, _kind(case))]
     reasons = []
     for name, got, exp in zip(names, outs, want):
-        rtol, atol = GRAD_TOLERANCES[dtype]
         reasons += _close(name, got, exp, rtol, atol * float(exp.double().pow(2).mean().sqrt()), where)
     if reasons and "causal" in case.label and all("values wrong" in r for r in reasons):
-        reasons.append("only causal cases are wrong? The backward must apply the same mask as the forward: P is 0 "
+        reasons.append("if only causal cases are wrong: the backward must apply the same mask as the forward, P is 0 "
                        "where key j > query i, and so are dP's and dS's entries there")
     return reasons
 
