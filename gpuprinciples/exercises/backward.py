@@ -277,8 +277,8 @@ class LoadsWithinBackwardBound(Requirement):
     modes = ("cpu",)
 
     def describe(self) -> str:
-        return (f"loads at most 6·|Q| + 4·⌈N/{BLOCK_M_MIN}⌉·|Q|: O and dO once for δ; each pass its own pair once, the "
-                f"other pair once per tile of {BLOCK_M_MIN} rows")
+        return (f"loads at most (6 + 4·⌈N/{BLOCK_M_MIN}⌉) × the bytes of Q: O and dO once for δ; each pass its own pair "
+                f"once, the other pair once per tile of {BLOCK_M_MIN} rows")
 
     def evaluate(self, counts, case):
         allowed = backward_load_budget(case)
