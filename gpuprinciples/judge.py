@@ -218,9 +218,19 @@ def byte_summary(exercise, case: Case, counts: dict, bandwidths: dict[str, float
 # ---------------------------------------------------------------------------------------------
 
 
-def fingerprint(out: torch.Tensor, sample_seed: int) -> dict:
+def timed_output(out) -> bool:
+    """What a timed call may return: a plain tensor, or a tuple/list of them (a backward's dq, dk, dv)."""
+    return type(out) is torch.Tensor or (isinstance(out, (tuple, list)) and bool(out)
+                                         and all(type(t) is torch.Tensor for t in out))
+
+
+def fingerprint(out, sample_seed: int) -> dict:
     """A few thousand sampled values and two sums: enough to tell a right output from a wrong one
-    without sending it whole across the pipe."""
+    without sending it whole across the pipe. Several outputs: each sampled, in order, as one."""
+    if isinstance(out, (tuple, list)):
+        parts = [fingerprint(t, sample_seed) for t in out]
+        return {"sample": torch.cat([p["sample"] for p in parts]), "sum": sum(p["sum"] for p in parts),
+                "abs_sum": sum(p["abs_sum"] for p in parts), "shape": [p["shape"] for p in parts]}
     flat = out.detach().reshape(-1)
     gen = torch.Generator(device="cpu").manual_seed(sample_seed)
     idx = torch.randint(0, max(flat.numel(), 1), (4096,), generator=gen).to(flat.device)

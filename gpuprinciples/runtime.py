@@ -158,6 +158,13 @@ def set_tensor_descriptor_allocator() -> None:
         return torch.empty(size, device="cuda", dtype=torch.int8)
 
     set_allocator(alloc)
+    # set_allocator holds it in a ContextVar: one thread's. Autograd runs a backward on a thread of its own, where a
+    # kernel with descriptors would find Triton's default, NullAllocator, which raises. Make the default allocate.
+    try:
+        from triton.runtime import _allocation
+        _allocation.NullAllocator.__call__ = lambda self, size, alignment, stream: alloc(size, alignment, stream)
+    except (ImportError, AttributeError):  # pragma: no cover - another Triton: each thread sets its own
+        pass
 
 
 def launch_hook_chain():

@@ -288,7 +288,7 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
         runtime.synchronize()
 
     def note(out) -> None:
-        result.fingerprints.append(_fingerprint(out, command["sample_seed"]) if type(out) is torch.Tensor else None)
+        result.fingerprints.append(_fingerprint(out, command["sample_seed"]) if judge.timed_output(out) else None)
 
     def counted(*call_args):
         """Every warm-up and timed call runs under the counters, like the graded calls: a function
@@ -318,7 +318,7 @@ def time_case(exercise, fn, command: dict, device: str, source_file: str, watch:
             first = fn(*args)
             runtime.synchronize()
         result.watched.append(_watched_entry("first timing call", seen, first_rec))
-        if type(first) is not torch.Tensor:
+        if not judge.timed_output(first):
             raise TypeError(f"returned a {type(first).__name__} on the timing input")
         note(first)
         del first

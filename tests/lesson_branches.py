@@ -48,6 +48,11 @@ BRANCHES: list[tuple[str, str, str | None]] = [
     ("11-memory-hierarchy", "mine = occupancy_warps if written(occupancy_warps) else occupancy.resident_warps",
      "warps/SM"),
     ("11-memory-hierarchy", 'def padded(rows, cols, row, device="cuda"):', f"matmul {NOT_WRITTEN}"),
+    ("12-flash-attention-backward", "if written(attention_backward) and written(attention_lse):",
+     f"attention_backward {NOT_WRITTEN}"),
+    ("12-flash-attention-backward", "if written(flash_forward) and written(flash_backward):",
+     f"flash_forward {NOT_WRITTEN}"),
+    ("12-flash-attention-backward", "if runtime.HAS_CUDA and written(attention_backward):", NO_GPU),
 ]
 
 # a code cell with one of these holds a branch on whether an exercise is done

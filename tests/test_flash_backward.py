@@ -1,0 +1,155 @@
+"""Lesson 12 (FlashAttention backward): the reference kernels, the exercises, and the submissions of
+tests/submissions/backward/, each stating its verdict in its header lines (exercise, function, verdict, says)."""
+
+from __future__ import annotations
+
+import math
+import re
+from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import torch
+
+from gpuprinciples import judge, runtime
+from gpuprinciples.exercises import backward as bw
+from gpuprinciples.grading import grade
+from gpuprinciples.report import FAILED, PASSED
+from gpuprinciples.kernels import attention_backward as ab
+from gpuprinciples.submission import from_path
+
+FOLDER = Path(__file__).resolve().parent / "submissions" / "backward"
+FILES = sorted(p for p in FOLDER.glob("*.py") if not p.name.startswith("_"))
+
+
+def header(path: Path) -> dict:
+    found: dict = {"says": [], "cpu-says": [], "gpu-says": [], "modes": "cpu gpu"}
+    for key, value in re.findall(r"^# ([a-z-]+): (.*)$", path.read_text(), re.M):
+        if key.endswith("says"):
+            found[key].append(value.strip().lower())
+        else:
+            found[key] = value.strip()
+    return found
+
+
+@lru_cache(maxsize=None)
+def reports() -> dict:
+    """Every submission graded once, two at a time (each grade mostly waits on its child)."""
+    def one(path: Path):
+        h = header(path)
+        return path.stem, grade(h["exercise"], from_path(f"{path}:{h['function']}"))
+
+    with ThreadPoolExecutor(2) as pool:
+        return dict(pool.map(one, [p for p in FILES if runtime.MODE in header(p)["modes"].split()]))
+
+
+def verdict_of(path: Path) -> None:
+    h = header(path)
+    if runtime.MODE not in h["modes"].split():
+        pytest.skip(f"{path.name} is graded on {h['modes']} only")
+    report = reports()[path.stem]
+    reasons = " | ".join(report.reasons).lower()
+    assert report.status == h["verdict"], (path.name, report.status, report.reasons)
+    for fragment in h["says"] + h[f"{runtime.MODE}-says"]:
+        assert fragment in reasons, (path.name, fragment, report.reasons)
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_submission_gets_its_stated_verdict(path):
+    if runtime.HAS_CUDA:
+        pytest.skip("graded on a GPU by the gpu-marked test below")
+    verdict_of(path)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_submission_gets_its_stated_verdict_on_a_gpu(path):
+    verdict_of(path)
+
+
+def _float64_grads(q, k, v, do, causal):
+    return bw.gradients_float64(q, k, v, None, None, do, causal)
+
+
+@pytest.mark.parametrize("n,d,causal,dtype", [(77, 32, False, torch.float32), (100, 64, True, torch.float32),
+                                              (45, 64, True, torch.bfloat16), (33, 128, False, torch.float16)])
+def test_reference_kernels_match_float64(n, d, causal, dtype):
+    gen = torch.Generator().manual_seed(n)
+    q, k, v, do = (torch.randn(1, 2, n, d, generator=gen).to(dtype).to(runtime.DEVICE) for _ in range(4))
+    o, lse = ab.attention_lse(q, k, v, causal)
+    want_o, want_lse = bw.attention_float64(q.cpu(), k.cpu(), v.cpu(), causal)
+    assert (lse.cpu().double() - want_lse).abs().max() < 1e-4
+    assert (o.cpu().double() - want_o).abs().max() < (1e-5 if dtype == torch.float32 else 3e-2)
+    grads = ab.attention_backward(q, k, v, o, lse, do, causal)
+    for got, want in zip(grads, _float64_grads(q.cpu(), k.cpu(), v.cpu(), do.cpu(), causal)):
+        rtol, atol = bw.GRAD_TOLERANCES[(dtype, "normal")]
+        scale = float(want.pow(2).mean().sqrt())
+        assert ((got.cpu().double() - want).abs() <= atol * scale + rtol * want.abs()).all()
+
+
+def test_a_gradient_missing_its_scale_fails_the_tolerance():
+    """The per-tensor tolerance can fail: dQ without its 1/√D (8× at D = 64) is told apart."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, do = (torch.randn(1, 1, 40, 64, generator=gen) for _ in range(4))
+    o, lse = bw.attention_float64(q, k, v)
+    case = bw.Case("B=1 H=1 N=40 D=64 full normal float32", (q, k, v, o.float(), lse.float(), do), {"causal": False})
+    want = _float64_grads(q, k, v, do, False)
+    assert not bw._grad_reasons([w.float() for w in want], want, case)
+    wrong = bw._grad_reasons([want[0].float() * math.sqrt(64), want[1].float(), want[2].float()], want, case)
+    assert len(wrong) == 1 and wrong[0].startswith("dq: ")
+
+
+def test_the_value_exercises():
+    assert grade("backward.saved_mib", (4 * 16 * 4096 * 128 * 2 + 4 * 16 * 4096 * 4) / 2**20).status == PASSED
+    assert grade("backward.saved_mib", 4 * 16 * 4096 * 4096 * 2 / 2**20).status == FAILED  # the math path's P
+    assert grade("backward.matmuls", 7).status == PASSED
+    assert grade("backward.matmuls", 5).status == FAILED  # the gradients alone; the second pass recomputes S and dP
+
+
+def test_the_tile_decision_is_read_from_the_compiled_kernel():
+    best = bw._best_tiles()
+    info = bw.compile_dkdv(*best)
+    assert info.ok and not info.spills
+    assert grade("backward.dkdv_tiles", best).status == PASSED
+    wider = [c for c in bw.TILE_CHOICES if (c[1], c[0]) > (best[1], best[0])]
+    assert wider and all(not bw._fits(c) for c in wider)  # every larger choice spills or does not fit
+    assert grade("backward.dkdv_tiles", wider[0]).status == FAILED
+
+
+def test_several_outputs_are_fingerprinted_as_one():
+    """A timed backward returns (dq, dk, dv): each sampled, and a wrong one among them is told apart."""
+    parts = [torch.randn(3, 50), torch.randn(7), torch.randn(2, 2, 2)]
+    mine = judge.fingerprint(parts, 5)
+    assert judge.timed_output(tuple(parts)) and not judge.timed_output((parts[0], "x"))
+    assert mine["shape"] == [[3, 50], [7], [2, 2, 2]]
+    assert judge.fingerprints_match(judge.fingerprint(tuple(p.clone() for p in parts), 5), mine)
+    assert not judge.fingerprints_match(judge.fingerprint([parts[0], parts[1] * 3, parts[2]], 5), mine)
+
+
+def test_tensor_descriptors_find_an_allocator_on_autograd_threads(monkeypatch):
+    """Autograd runs a backward on a thread of its own; Triton keeps its allocator in a ContextVar (one thread's):
+    the runtime's shim makes the default allocate too. Here (no GPU) the default reaches the runtime's allocator,
+    which then finds no CUDA, instead of raising Triton's 'no allocator was set'."""
+    import threading
+
+    import triton
+    from triton.runtime import _allocation
+
+    monkeypatch.setattr(runtime, "HAS_CUDA", True)
+    monkeypatch.setattr(triton, "set_allocator", lambda alloc: None, raising=False)
+    monkeypatch.setattr(_allocation.NullAllocator, "__call__", _allocation.NullAllocator.__call__)  # put back after
+    runtime.set_tensor_descriptor_allocator()
+    raised = []
+
+    def on_another_thread():
+        try:
+            _allocation._allocator.get()(64, 16, None)
+        except BaseException as exc:  # noqa: BLE001 - which error is the point
+            raised.append(exc)
+
+    thread = threading.Thread(target=on_another_thread)
+    thread.start()
+    thread.join()
+    if raised:  # no CUDA here: torch refused the allocation, after Triton handed it over
+        assert "no allocator was set" not in str(raised[0])
