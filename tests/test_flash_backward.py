@@ -1,13 +1,9 @@
-"""Lesson 12 (FlashAttention backward): the reference kernels, the exercises, and the submissions of
-tests/submissions/backward/, each stating its verdict in its header lines (exercise, function, verdict, says)."""
+"""Lesson 12 (FlashAttention backward): the reference kernels and the exercises. The submissions of
+tests/submissions/backward/ state their verdicts in their headers and are graded by tests/test_submissions.py."""
 
 from __future__ import annotations
 
 import math
-import re
-from concurrent.futures import ThreadPoolExecutor
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,56 +13,6 @@ from gpuprinciples.exercises import backward as bw
 from gpuprinciples.grading import grade
 from gpuprinciples.report import FAILED, PASSED
 from gpuprinciples.kernels import attention_backward as ab
-from gpuprinciples.submission import from_path
-
-FOLDER = Path(__file__).resolve().parent / "submissions" / "backward"
-FILES = sorted(p for p in FOLDER.glob("*.py") if not p.name.startswith("_"))
-
-
-def header(path: Path) -> dict:
-    found: dict = {"says": [], "cpu-says": [], "gpu-says": [], "modes": "cpu gpu"}
-    for key, value in re.findall(r"^# ([a-z-]+): (.*)$", path.read_text(), re.M):
-        if key.endswith("says"):
-            found[key].append(value.strip().lower())
-        else:
-            found[key] = value.strip()
-    return found
-
-
-@lru_cache(maxsize=None)
-def reports() -> dict:
-    """Every submission graded once, two at a time (each grade mostly waits on its child)."""
-    def one(path: Path):
-        h = header(path)
-        return path.stem, grade(h["exercise"], from_path(f"{path}:{h['function']}"))
-
-    with ThreadPoolExecutor(2) as pool:
-        return dict(pool.map(one, [p for p in FILES if runtime.MODE in header(p)["modes"].split()]))
-
-
-def verdict_of(path: Path) -> None:
-    h = header(path)
-    if runtime.MODE not in h["modes"].split():
-        pytest.skip(f"{path.name} is graded on {h['modes']} only")
-    report = reports()[path.stem]
-    reasons = " | ".join(report.reasons).lower()
-    assert report.status == h["verdict"], (path.name, report.status, report.reasons)
-    for fragment in h["says"] + h[f"{runtime.MODE}-says"]:
-        assert fragment in reasons, (path.name, fragment, report.reasons)
-
-
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_submission_gets_its_stated_verdict(path):
-    if runtime.HAS_CUDA:
-        pytest.skip("graded on a GPU by the gpu-marked test below")
-    verdict_of(path)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
-def test_submission_gets_its_stated_verdict_on_a_gpu(path):
-    verdict_of(path)
-
 
 def _float64_grads(q, k, v, do, causal):
     return bw.gradients_float64(q, k, v, None, None, do, causal)
