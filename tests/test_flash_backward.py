@@ -14,6 +14,7 @@ from gpuprinciples.grading import grade
 from gpuprinciples.report import FAILED, PASSED
 from gpuprinciples.kernels import attention_backward as ab
 
+
 def _float64_grads(q, k, v, do, causal):
     return bw.gradients_float64(q, k, v, None, None, do, causal)
 
