@@ -1,6 +1,6 @@
 """The registry of exercises: one module per lesson, each exporting `EXERCISES`.
 
-An exercise id is `module.name` (`fusion.cos_cos` lives in `exercises/fusion.py`), so finding
+An exercise id is `module.name` (`fusion.cos_cos` lives in `course/exercises/fusion.py`), so finding
 one imports only its lesson's module.
 """
 
@@ -10,36 +10,17 @@ import difflib
 import importlib
 import pkgutil
 
-from .base import (  # noqa: F401  (re-exported: lessons and exercise modules use these)
-    BytesWithin,
-    Case,
-    CompilesForGPU,
-    Exercise,
-    FunctionExercise,
-    LaunchesTriton,
-    MaxLaunches,
-    NoTensorOf,
-    NoTorchCompute,
-    Requirement,
-    Timing,
-    UsesTensorCores,
-    ValueExercise,
-    WritesEveryOutput,
-    compare_tensors,
-    compare_values,
-    compiled,
-)
+from . import exercises
+from .kit import Exercise
 
-_NOT_LESSONS = {"base"}
 
 
 def lesson_modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name not in _NOT_LESSONS
-                  and not m.name.startswith("_"))
+    return sorted(m.name for m in pkgutil.iter_modules(exercises.__path__) if not m.name.startswith("_"))
 
 
 def _module_exercises(name: str) -> dict[str, Exercise]:
-    module = importlib.import_module(f"{__name__}.{name}")
+    module = importlib.import_module(f"{exercises.__name__}.{name}")
     found = {}
     for ex in getattr(module, "EXERCISES", ()):
         if not ex.id.startswith(name + "."):

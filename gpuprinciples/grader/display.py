@@ -10,7 +10,7 @@ the other way round). What a reader sees once:
 * measurements under names a learner knows, with units; the raw keys and counters stay in the JSON;
 * on a report that did not pass, how to ask for a hint.
 
-The HTML comes from a jinja2 template (templates/report.html.j2), which escapes every value.
+The HTML comes from a jinja2 template (grader/templates/report.html.j2), which escapes every value.
 """
 
 from __future__ import annotations
@@ -159,10 +159,10 @@ def text(report, *, colour: bool = False) -> str:
 
 
 @lru_cache(maxsize=None)
-def template(name: str):
-    """A jinja2 template of gpuprinciples/templates, HTML-escaping every value."""
+def template(name: str, package: str = __package__):
+    """A jinja2 template of `package`'s templates/ folder (the grader's by default), HTML-escaping every value."""
     import jinja2
-    env = jinja2.Environment(loader=jinja2.PackageLoader("gpuprinciples", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader(package, "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     return env.get_template(name)
 

@@ -30,19 +30,11 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..grader.report import LOG_ENV  # the log check() appends each report to (grader/report.py)
 from . import intake
 
-LOG_ENV = "GPUPRINCIPLES_REPORT_LOG"
 NOT_CHECKED = "not checked"
 CHECK_CALL = re.compile(r"""\bcheck\(\s*["']([\w.]+)["']""")
-
-
-def log_report(report) -> None:
-    """Append the report as one JSON line to $GPUPRINCIPLES_REPORT_LOG (called by `check()`)."""
-    path = os.environ.get(LOG_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(report.to_dict(), default=str) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -382,7 +374,7 @@ def render_html(runs: list[Run], rows: list[Row], skipped: list[tuple[str, str]]
         if items:
             failures[learner] = items
     from markupsafe import Markup
-    return template("gradebook.html.j2").render(
+    return template("gradebook.html.j2", __package__).render(
         learners=learners, runs=runs, exercises=exercises, table=table, boards=boards, failures=failures,
         skipped=list(skipped), modes=", ".join(sorted({r.mode for r in rows if r.mode})) or "?",
         plot=Markup(class_plot_svg(rows)))

@@ -1,21 +1,4 @@
-"""The child process that learner code runs in, and the process trees it may leave behind.
-
-One implementation for every place the course runs code it does not trust or must not leave
-running: the grader's child (`Sandbox`), the child's own clean-up (`end_descendants`), and the
-distributed launcher (`kill_tree`). A `Sandbox` is
-
-* a fresh interpreter running `python -m gpuprinciples.worker` (spawned, never forked from the
-  notebook: a fork cannot use CUDA once the notebook has initialised it), in a session and a
-  temporary folder of its own, its prints going to a log the report shows;
-* asked one request at a time through a pipe; each request is followed in that pipe by a fresh
-  nonce that the child reads only when its reply is ready (after the learner's calls for the
-  request have returned), so a reply without it was written by learner code and is refused;
-* held to a deadline for everything it is asked: a hang, a crash or a garbled reply ends the
-  sandbox, and `failure` says why in a sentence;
-* killed with every process below it when it closes. The child is a subreaper (Linux), so the
-  orphans its learner code leaves are its descendants, and found.
-
-The warm start (`ForkServer`): importing torch and Triton costs seconds, more than most checks.
+"""The warm start (`ForkServer`): importing torch and Triton costs seconds, more than most checks.
 So one server per grading process imports everything once and forks a fresh child for each
 check. The child is then a fresh process as before: nothing of the notebook, nor of any earlier
 check, is in it (the server never holds a case, a seed, a reference or a CUDA context), and
@@ -43,107 +26,10 @@ from pathlib import Path
 
 import psutil
 
-from . import channel
-
-PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
-
+from .processes import WORKER, become_subreaper, child_environment, kill_tree, prctl
 
 # ---------------------------------------------------------------------------------------------
-# Process trees
-# ---------------------------------------------------------------------------------------------
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (children, theirs, ...); [] when `pid` is gone."""
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.Error:
-        return []
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except OSError:  # gone already
-        pass
-
-
-def kill_tree(pid: int, *, term_grace: float = 0.0) -> None:
-    """Kill `pid` and every process below it.
-
-    With `term_grace`, SIGTERM first and that long to exit on their own (torchrun forwards it to
-    its ranks). Then every process in the tree is stopped before any is killed, round after round
-    until a round finds no new one, so nothing forks a process the collection would miss."""
-    if term_grace > 0:
-        for p in [pid, *descendants(pid)]:
-            _signal(p, signal.SIGTERM)
-        try:
-            psutil.wait_procs([psutil.Process(pid)], timeout=term_grace)
-        except psutil.Error:
-            pass
-    stopped = {pid}
-    _signal(pid, signal.SIGSTOP)
-    for _ in range(100):
-        new = set(descendants(pid)) - stopped
-        if not new:
-            break
-        for p in new:
-            _signal(p, signal.SIGSTOP)
-        stopped |= new
-    for p in stopped:
-        _signal(p, signal.SIGKILL)
-
-
-def become_subreaper() -> bool:
-    """Orphaned descendants are re-parented to this process, not to init (Linux; no root needed)."""
-    return _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
-
-
-def end_descendants(*, _kill=os.kill, _waitpid=os.waitpid) -> None:
-    """Kill and reap every descendant of this process, until none is left. As a subreaper, this
-    process inherits the orphans of the ones it kills, so a later round finds those.
-    (The primitives are bound at import, before learner code can replace them.)"""
-    me = os.getpid()
-    for _ in range(200):
-        found = descendants(me)
-        if not found:
-            return
-        for pid in found:
-            try:
-                _kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        while True:
-            try:
-                pid, _ = _waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-        time.sleep(0.005)
-
-
-def _prctl(option: int, value: int) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-    return ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0) == 0
-
-
-def child_environment() -> dict:
-    """The environment of a child that must import this very package first."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    # torch.compile'd baselines compile in the child itself: a pool of compile workers would be started
-    # (a Python importing torch) for every check, for a kernel or two (on an H200, a cold compile of
-    # cos(cos(x)) took 8.1 s with the pool and 5.5 s without; tools/probe_compile.py)
-    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    return env
-
-
-# ---------------------------------------------------------------------------------------------
-# The fork server: the server's side (run in `python -m gpuprinciples.worker --serve FD`)
+# The fork server: the server's side (run in `python -m gpuprinciples.grader.worker --serve FD`)
 # ---------------------------------------------------------------------------------------------
 
 PR_SET_DUMPABLE = 4
@@ -153,7 +39,7 @@ _PID = struct.Struct("<q")
 
 def harden_server() -> None:
     """Children cannot read or trace the server's memory (not dumpable), and orphans come to it."""
-    _prctl(PR_SET_DUMPABLE, 0)
+    prctl(PR_SET_DUMPABLE, 0)
     become_subreaper()
 
 
@@ -210,7 +96,7 @@ def serve_forks(sock: socket.socket, child) -> None:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 for fd in (wake_r, wake_w, status_w, *forked.values()):
                     os.close(fd)
-                _prctl(PR_SET_DUMPABLE, 1)  # the child itself is an ordinary process again
+                prctl(PR_SET_DUMPABLE, 1)  # the child itself is an ordinary process again
                 child(json.loads(data), passed)
             for fd in passed:
                 os.close(fd)
@@ -253,7 +139,7 @@ def _reap(forked: dict[int, int]) -> None:
 
 def _package_stamp() -> float:
     """The newest change to this package's files: a server that imported older code is replaced."""
-    return max((p.stat().st_mtime for p in Path(__file__).parent.rglob("*.py")), default=0.0)
+    return max((p.stat().st_mtime for p in Path(__file__).resolve().parent.parent.rglob("*.py")), default=0.0)
 
 
 class ForkServerUnavailable(Exception):
@@ -310,7 +196,7 @@ class ForkServer:
         self.log_path = os.path.join(tempfile.gettempdir(), f"gpuprinciples-forkserver-{os.getuid()}.log")
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "gpuprinciples.worker", "--serve", str(theirs.fileno())],
+                [sys.executable, "-m", WORKER, "--serve", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), env=env, cwd=tempfile.gettempdir(), stdin=subprocess.DEVNULL,
                 stdout=log, stderr=log, start_new_session=True)
         theirs.close()
@@ -459,124 +345,3 @@ def _run_payload(request: dict, fds: list[int]) -> None:
                 pass
     finally:
         os._exit(code)
-
-
-# ---------------------------------------------------------------------------------------------
-# The sandbox
-# ---------------------------------------------------------------------------------------------
-
-
-class Sandbox:
-    """A fresh `gpuprinciples.worker` with a deadline; see the module's docstring.
-
-        with Sandbox(limit=120) as box:
-            box.start(job)                       # a channel.Job
-            ready = box.receive("loading your code", (channel.Ready, channel.LoadError))
-            result = box.request({"cmd": "case", ...}, "running case 3", (channel.CaseResult,))
-            # None: box.failure says why, and the child is gone
-    """
-
-    def __init__(self, limit: float, longer: str = "`check(..., timeout=SECONDS)`"):
-        self.limit = limit
-        self.longer = longer  # how the caller asks for a longer limit (the CLI has its own flag)
-        self.deadline = float("inf")  # the limit counts from the child's start
-        self.failure: str | None = None
-        self.proc: subprocess.Popen | None = None
-        self.nonce = ""
-        self._workdir = tempfile.TemporaryDirectory(prefix="gpuprinciples-")
-        self.workdir = self._workdir.name
-        self.log_path = os.path.join(self.workdir, "output.log")
-        self.to_child = self.from_child = -1
-
-    def __enter__(self) -> "Sandbox":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def start(self, job: "channel.Job") -> None:
-        to_child_r, self.to_child = os.pipe()
-        self.from_child, from_child_w = os.pipe()
-        with open(self.log_path, "wb") as log:
-            server = ForkServer.get()
-            self.proc = server.fork(to_child_r, from_child_w, self.log_path, self.workdir) if server else None
-            if self.proc is None:  # no warm server here: a fresh interpreter
-                self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "gpuprinciples.worker", str(to_child_r), str(from_child_w), self.log_path],
-                    pass_fds=(to_child_r, from_child_w), env=child_environment(), cwd=self.workdir,
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        os.close(to_child_r)
-        os.close(from_child_w)
-        self.deadline = time.monotonic() + self.limit
-        self._ask(job.to_wire())
-
-    def _ask(self, request: dict) -> None:
-        """Send a request, then the nonce its reply must carry (the child reads it only to reply)."""
-        self.nonce = secrets.token_hex(16)
-        channel.send_command(self.to_child, request)
-        channel.send_command(self.to_child, {"cmd": "nonce", "nonce": self.nonce})
-
-    def request(self, request: dict, doing: str, expected: tuple) -> "channel.Message | None":
-        self._ask(request)
-        return self.receive(doing, expected)
-
-    def receive(self, doing: str, expected: tuple) -> "channel.Message | None":
-        """The child's reply, parsed as one of the `expected` message types (channel.py), or None with
-        `failure` set and the child gone."""
-        try:
-            message = channel.recv_data(self.from_child, self.deadline)
-            if isinstance(message, dict) and message.get("nonce") == self.nonce:
-                return channel.parse(message, expected)
-            self.failure = (f"the grader received a message that did not answer its request while {doing} "
-                            "(forged: it lacks the nonce the grader sent): your code wrote into the grader's "
-                            "result pipe. Nothing it sent was trusted.")
-        except channel.ChannelTimeout:
-            self.failure = (f"did not finish within {self.limit:g} s (while {doing}): a loop that never ends, "
-                            f"or far more work than needed? The grader stopped it; your notebook is fine. "
-                            f"({self.longer} allows longer.)")
-        except channel.ChannelClosed:
-            self._kill()
-            code = self.proc.returncode
-            how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
-            tail = self.output().strip().splitlines()[-3:]
-            self.failure = (f"the process running your code crashed ({how}) while {doing}; your notebook is fine."
-                            + (" Its last words: " + " | ".join(tail) if tail else ""))
-        except Exception:  # noqa: BLE001 - a message that is not ours: refused, never executed
-            self.failure = (f"the grader received a garbled message while {doing}: your code wrote into a "
-                            "file descriptor it does not own. Nothing it sent was run.")
-        self._kill()
-        return None
-
-    def _kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            kill_tree(self.proc.pid)
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
-
-    def close(self) -> None:
-        """Ask the child to end what its learner code started and exit; then kill what is left."""
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                channel.send_command(self.to_child, {"cmd": "exit"})
-                self.proc.wait(timeout=10)
-            except Exception:  # noqa: BLE001
-                pass
-        self._kill()
-        for fd in (self.to_child, self.from_child):
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self.to_child = self.from_child = -1
-        self._workdir.cleanup()
-
-    def output(self) -> str:
-        """The last 4000 characters the child printed."""
-        try:
-            return Path(self.log_path).read_text(errors="replace")[-4000:]
-        except OSError:
-            return ""
