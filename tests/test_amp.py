@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpuprinciples.exercises import amp
-from gpuprinciples.grading import grade
-from gpuprinciples.models import tiny_lm, token_batch
-from gpuprinciples.submission import from_path
+from gpuprinciples.course.exercises import amp
+from gpuprinciples.course.lab.models import tiny_lm, token_batch
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.sandbox.submission import from_path
 
 SUBMISSIONS = Path(__file__).parent / "submissions" / "amp"
 SEED = 20261202

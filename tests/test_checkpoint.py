@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpuprinciples.exercises import checkpoint as ck
-from gpuprinciples.grading import grade
-from gpuprinciples.submission import from_path
+from gpuprinciples.course.exercises import checkpoint as ck
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.sandbox.submission import from_path
 
 SUBMISSIONS = Path(__file__).parent / "submissions" / "checkpoint"
 per_block = runpy.run_path(str(SUBMISSIONS / "per_block.py"))["fit_budget"]  # the old budget's answer

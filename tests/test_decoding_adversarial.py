@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuprinciples import runtime
-from gpuprinciples.grading import grade
-from gpuprinciples.report import FAILED, PASSED
-from gpuprinciples.submission import from_path
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, PASSED
+from gpuprinciples.machine import runtime
+from gpuprinciples.sandbox.submission import from_path
 
 HERE = Path(__file__).parent / "submissions" / "decoding"
 SEED = 10  # fixed, so a failure here can be reproduced; the grader draws fresh seeds otherwise

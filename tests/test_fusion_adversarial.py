@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuprinciples import runtime
-from gpuprinciples.grading import grade
-from gpuprinciples.report import FAILED, PASSED
-from gpuprinciples.submission import from_path
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, PASSED
+from gpuprinciples.sandbox.submission import from_path
+from gpuprinciples.toolchain import compat
 
 SUBMISSIONS = Path(__file__).resolve().parent / "submissions"
 
@@ -97,7 +97,7 @@ def _all_reports() -> dict:
     stems.sort(key=lambda s: not s.endswith("_hangs"))  # the waits first, so they overlap the rest
     # Triton 3.6's interpreter fails its start-up self-test now and then when several graders start
     # at once (reported to the lead); grade one at a time there
-    workers = 3 if runtime.triton_version() >= (3, 9) else 1
+    workers = 3 if compat.triton_version() >= (3, 9) else 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return dict(zip(stems, pool.map(_grade_one, stems)))
 

@@ -27,8 +27,10 @@ import torch
 import triton
 import triton.language as tl
 
-from gpuprinciples import counters, gpucompile, runtime
-from gpuprinciples.report import FAILED, PASSED
+from gpuprinciples.grader.report import FAILED, PASSED
+from gpuprinciples.machine import runtime
+from gpuprinciples.measure import counters
+from gpuprinciples.toolchain import gpucompile
 
 ROOT = Path(__file__).resolve().parent.parent
 

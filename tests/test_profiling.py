@@ -10,12 +10,12 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from conftest import SUBMISSIONS
-from gpuprinciples import profiling
-from gpuprinciples.exercises import profiling as ex
-from gpuprinciples.grading import grade
-from gpuprinciples.kernels.profiling import bottleneck, sgd_momentum
-from gpuprinciples.report import FAILED, PASSED
-from gpuprinciples.submission import Submission
+from gpuprinciples.course.exercises import profiling as ex
+from gpuprinciples.course.kernels.profiling import bottleneck, sgd_momentum
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, PASSED
+from gpuprinciples.measure import profiling
+from gpuprinciples.sandbox.submission import Submission
 
 # ---- real profiles as rows ----------------------------------------------------------------------
 
@@ -165,13 +165,13 @@ ADVERSARIAL = [
     ("profiling.foreach_sgd", "sgd_flat.py", "sgd_momentum", "expected (new_params, new_bufs)"),
     ("profiling.foreach_sgd", "sgd_swapped.py", "sgd_momentum", "values wrong"),
 ]
-SOLUTIONS = [("profiling.bottleneck", "gpuprinciples.kernels.profiling:bottleneck"),
-             ("profiling.foreach_sgd", "gpuprinciples.kernels.profiling:sgd_momentum")]
+SOLUTIONS = [("profiling.bottleneck", "gpuprinciples.course.kernels.profiling:bottleneck"),
+             ("profiling.foreach_sgd", "gpuprinciples.course.kernels.profiling:sgd_momentum")]
 
 
 @pytest.fixture(scope="module")
 def reports():
-    from gpuprinciples.submission import from_path
+    from gpuprinciples.sandbox.submission import from_path
     jobs = {("solution", e): (e, Submission(f"from {s.split(':')[0]} import {s.split(':')[1]}\n",
                                             s.split(":")[1], s)) for e, s in SOLUTIONS}
     for e, file, name, _ in ADVERSARIAL:

@@ -27,10 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from gpuprinciples import runtime
-from gpuprinciples.grading import grade
-from gpuprinciples.report import ERROR, FAILED, PASSED
-from gpuprinciples.submission import from_path
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import ERROR, FAILED, PASSED
+from gpuprinciples.machine import runtime
+from gpuprinciples.sandbox.submission import from_path
+from gpuprinciples.toolchain import selftest
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -157,7 +158,7 @@ def _prefetch(request):
         keys += [k for k in getattr(item.function, "trust_jobs", ()) if k not in keys]
     # the parent's one-off known-answer check runs here first: Triton's interpreter is not
     # thread-safe, and two first checks racing in threads would both run it (see the report)
-    runtime.self_test()
+    selftest.self_test()
     _pool = ThreadPoolExecutor(max_workers=1 if runtime.HAS_CUDA else 2)
     for key in keys:
         _futures[key] = _pool.submit(JOBS[key])
@@ -240,7 +241,7 @@ def test_a_patched_cuda_event_is_caught():
 def test_a_patched_grader_timing_module_is_caught():
     report = result("patches_grader_timing")
     assert report.status == FAILED
-    assert "replaced parts" in reasons(report) and "gpuprinciples.timing" in reasons(report)
+    assert "replaced parts" in reasons(report) and "gpuprinciples.measure.timing" in reasons(report)
 
 
 @uses("hides_tampering")
@@ -383,7 +384,7 @@ def test_the_secret_seed_is_not_visible_in_the_worker():
 def test_timing_keeps_the_clock_it_took_at_import(monkeypatch):
     import time as time_module
 
-    from gpuprinciples import timing
+    from gpuprinciples.measure import timing
     monkeypatch.setattr(time_module, "perf_counter", lambda: 0.0)  # as learner code imported later would
     measured = timing.time_fn(lambda: sum(range(20_000)), device="cpu", budget_s=0.01, min_rounds=3,
                               max_rounds=3, warmup=1)
@@ -392,8 +393,8 @@ def test_timing_keeps_the_clock_it_took_at_import(monkeypatch):
 
 def test_the_worker_takes_its_timing_primitives_before_learner_code():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", "import sys, gpuprinciples.worker; "
-                           "print('gpuprinciples.timing' in sys.modules)"],
+    done = subprocess.run([sys.executable, "-c", "import sys, gpuprinciples.grader.worker; "
+                           "print('gpuprinciples.measure.timing' in sys.modules)"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-1000:]
     assert done.stdout.strip().splitlines()[-1] == "True"

@@ -14,7 +14,6 @@ from . import exercises
 from .kit import Exercise
 
 
-
 def lesson_modules() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules(exercises.__path__) if not m.name.startswith("_"))
 

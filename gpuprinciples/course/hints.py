@@ -76,9 +76,9 @@ def reveal(exercise_id: str) -> Hint:
     """The next tier for this exercise (and move to it): a hint, then the solution."""
     if not hints_enabled():
         return Hint(exercise_id, "off", OFF_TEXT)
-    from . import exercises
+    from . import catalog
     try:
-        exercise = exercises.get(exercise_id)
+        exercise = catalog.get(exercise_id)
     except KeyError as exc:
         return Hint(exercise_id, "unknown", exc.args[0])
     state = load_state()
@@ -99,9 +99,9 @@ def offer(exercise_id: str, *, shell: bool = False) -> str:
     """The sentence a report that did not pass ends with: how to ask for the next tier ("" with hints off)."""
     if not hints_enabled():
         return ""
-    from . import exercises
+    from . import catalog
     try:
-        exercise = exercises.get(exercise_id)
+        exercise = catalog.get(exercise_id)
     except KeyError:
         return ""
     ask = f"gpuprinciples hint {exercise.id}" if shell else f'hint("{exercise.id}")'

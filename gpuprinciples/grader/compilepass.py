@@ -90,14 +90,15 @@ def run(exercise, fn, cases: list[dict]) -> list[dict]:
     None}. Learner code's other errors on uninitialised values are not the compile pass's business."""
     from triton.backends.compiler import GPUTarget
 
-    from . import counters, gpucompile, runtime
+    from ..measure import counters
+    from ..toolchain import gpucompile, interpreter
     runner = exercise.run or (lambda f, a, k: f(*a, **k))
     others = [GPUTarget("cuda", arch, 32) for arch in GENERATIONS if arch != 90]
     out = []
     for case in cases:
         args, kwargs = materialise(case["args"]), materialise(case["kwargs"])
         error = None
-        with counters.record() as rec, counters.compile_only(others), runtime.autotune_compiles_every_config():
+        with counters.record() as rec, counters.compile_only(others), interpreter.autotune_compiles_every_config():
             try:
                 runner(fn, args, kwargs)
             except gpucompile.GPUCompileError as exc:  # a warm-up or an autotuner met a refusal

@@ -5,7 +5,7 @@ For a function exercise, every time:
 1. draw fresh cases with a secret seed (exercises/ say which shapes, values and strides);
 2. compute the reference here, on the CPU, and prove the comparison can fail on each case
    (all zeros and the unchanged input must not pass);
-3. start a sandbox (sandbox.py: a fresh Python with a deadline), send it the learner's function
+3. start a sandbox (sandbox/child.py: a fresh Python with a deadline), send it the learner's function
    and the cases, and read back, per case, the output and the counters; the learner's code never
    runs in this process;
 4. judge here (judge.py): exact tensor type, shape, dtype, device, NaN/Inf positions, values;
@@ -26,13 +26,22 @@ import time
 
 import torch
 
-from . import honesty, judge, runtime
-from .channel import CaseResult, CompileResult, LoadError, Ready, TimingResult
-from .exercises import CompilesForGPU, FunctionExercise, LaunchesTriton, ValueExercise, compare_tensors, compare_values
-from .exercises import get as get_exercise
+from ..course.catalog import get as get_exercise
+from ..course.kit import (
+    CompilesForGPU,
+    FunctionExercise,
+    LaunchesTriton,
+    ValueExercise,
+    compare_tensors,
+    compare_values,
+)
+from ..machine import runtime
+from ..sandbox.channel import CaseResult, CompileResult, LoadError, Ready, TimingResult
+from ..sandbox.child import Sandbox
+from ..sandbox.submission import Submission, SubmissionError, from_function
+from ..toolchain import selftest
+from . import honesty, judge
 from .report import ERROR, FAILED, NOT_ATTEMPTED, PASSED, CheckLine, Report
-from .sandbox import Sandbox
-from .submission import Submission, SubmissionError, from_function
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("GPUPRINCIPLES_TIMEOUT", "0") or 0) or None
 NOT_ATTEMPTED_TEXT = "not attempted yet: replace the `raise NotImplementedError` with your solution"
@@ -48,7 +57,7 @@ _EARLIER_BASELINES: dict[tuple[str, int], tuple[float, dict[str, list[float]]]] 
 def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int | None = None,
           show: bool = True) -> Report:
     """Grade and, in a notebook, show the report. Never raises for a learner's mistake."""
-    from .progress import ticking
+    from ..course.lab.progress import ticking
     answer, changed = _locked(exercise_id, answer)
     # a check takes seconds: show it is working, and clear the line before the verdict
     with ticking(f"grading {exercise_id}", enabled=show, leave=False):
@@ -58,9 +67,10 @@ def check(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
             f"Prediction locked: your first answer this session, {answer!r}, is the one graded, not {changed!r}: a "
             "prediction is made once, before the measurement that follows shows the answer (restart the kernel to "
             "predict afresh).")
-    try:  # the instructor's gradebook log ($GPUPRINCIPLES_REPORT_LOG) and the hint tiers; never fatal
-        from . import gradebook, hints
-        gradebook.log_report(report)
+    try:  # the log the instructor's gradebook reads ($GPUPRINCIPLES_REPORT_LOG) and the hint tiers; never fatal
+        from ..course import hints
+        from .report import log_report
+        log_report(report)
         hints.record_result(report)
     except Exception:  # noqa: BLE001
         pass
@@ -102,7 +112,7 @@ def grade(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
         report.reasons.append(exc.args[0])
         return report
     report = Report(exercise=exercise.id, title=exercise.title, mode=runtime.MODE, kind=exercise.kind)
-    problem = runtime.self_test()  # a Triton that silently returns zeros would grade nonsense
+    problem = selftest.self_test()  # a Triton that silently returns zeros would grade nonsense
     if problem:
         report.status = ERROR
         report.reasons.append(problem)
@@ -118,7 +128,7 @@ def grade(exercise_id: str, answer, *, timeout: float | None = None, seed: int |
                               "this is a bug in gpuprinciples, not in your answer")
     report.duration_s = round(time.monotonic() - started, 3)
     if not report.passed:
-        from .hints import offer
+        from ..course.hints import offer
         report.hint = offer(exercise.id, shell=shell)
     return report
 
@@ -227,9 +237,9 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
             # bytes and their projection for a kernel: not for a custom run (a whole program) nor plain Python
             if runtime.INTERPRETER and exercise.run is None and any(
                     isinstance(r, LaunchesTriton) for r in exercise.requirements):
-                from . import hardware
+                from ..machine import specs
                 report.measurements.update(judge.byte_summary(exercise, shown.case, shown.counts, {
-                    key: hardware.SPECS[key].bandwidth for key in ("A100", "H100", "H200") if key in hardware.SPECS}))
+                    key: specs.SPECS[key].bandwidth for key in ("A100", "H100", "H200") if key in specs.SPECS}))
 
         if report.status == FAILED and not report.reasons:
             report.status = PASSED
@@ -292,7 +302,7 @@ def _requirement_mode() -> str:
 
 def _summarized(value):
     """A timed case's output with its raw rounds replaced by their medians, computed here (timing.py)."""
-    from .timing import summarize_rounds
+    from ..measure.timing import summarize_rounds
     if not isinstance(value, dict):
         return value
     out = {}
@@ -347,7 +357,8 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
     """Time in the child; here, make some timed calls' inputs again and fingerprint their right outputs; judge here.
     `which`: the index of the timed input (Timing.each); the first one's figures are the report's own,
     another's sit under "timing <label>"."""
-    from . import hardware, roofline
+    from ..course.lab import roofline
+    from ..measure import calibrate
 
     spec = exercise.timing.each()[which]
     seeds = [secrets.randbits(62)]  # nothing the child sees reveals the case seed
@@ -376,7 +387,7 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
         del want
     if args is None:  # nothing came back: the judge says so; the inputs still give the minimum bytes
         args = spec.inputs(torch.Generator(device="cuda").manual_seed(seeds[0]), "cuda")
-    ceilings = hardware.ceilings()
+    ceilings = calibrate.ceilings()
     verdict = judge.judge_timing(spec, exercise.requirements, args, references, result,
                                  ceilings.copy_bandwidth, earlier[1] if earlier else None,
                                  peak_flops=roofline.inputs_peak(ceilings, args))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .counters import FREE_OPS
+from ..measure.counters import FREE_OPS
 
 # allocations, views and metadata: no work to hide. detach_: torch.tensor(...) detaches the tensor it builds
 # below the Python dispatch key, so the mode never sees what the profiler does

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import honesty, roofline
-from .channel import CaseResult, TimingResult
-from .exercises import Case, compare_tensors
-from .exercises.base import BytesWithin, LoadReason, memory_bytes
+from ..course.kit import BytesWithin, Case, LoadReason, compare_tensors, memory_bytes
+from ..course.lab import roofline
+from ..sandbox.channel import CaseResult, TimingResult
+from . import honesty
 
 # Device work after a timed call's window (median) may reach this fraction of the call, plus this floor,
 # before the call is refused: the measure is a difference of two host round trips, so it has jitter.
@@ -269,7 +269,7 @@ def judge_timing(spec, requirements, args: tuple, references: list[dict], result
     `earlier`: samples of baselines timed in an earlier check (not in `result.rounds`), compared
     unpaired. `peak_flops`: the matmul rate measured here for the inputs' dtype (roofline.matmul_peak),
     which with `copy_bandwidth` makes this GPU's roof for the work: every verdict states its fraction."""
-    from .timing import bootstrap_speedup, bootstrap_speedup_unpaired
+    from ..measure.timing import bootstrap_speedup, bootstrap_speedup_unpaired
 
     verdict = TimingVerdict()
     if result.error:

@@ -1,6 +1,6 @@
-"""The child process that runs a learner's function: `python -m gpuprinciples.worker IN_FD OUT_FD LOG`.
+"""The child process that runs a learner's function: `python -m gpuprinciples.grader.worker IN_FD OUT_FD LOG`.
 
-It is started fresh for every check (spawned, never forked from the notebook: sandbox.py), so a
+It is started fresh for every check (spawned, never forked from the notebook: sandbox/child.py), so a
 hang, a crash or an illegal memory access ends this process and never the notebook's. It does as
 little judging as it can: it runs the function on the cases the grader sends and sends back what
 came out and what the counters saw; the grader compares (judge.py). Its own primitives are
@@ -41,10 +41,14 @@ _perf_counter = time.perf_counter
 
 import torch  # noqa: E402
 
-from . import channel, compilepass, counters, gpucompile, judge, observe, runtime, sandbox, timing  # noqa: E402
-from .channel import CaseResult, CompileResult, Job, LoadError, Ready, TimingResult  # noqa: E402
-from .exercises import get as get_exercise  # noqa: E402
-from .exercises.base import cached_inputs  # noqa: E402
+from ..course.catalog import get as get_exercise  # noqa: E402
+from ..course.kit import cached_inputs  # noqa: E402
+from ..machine import runtime  # noqa: E402
+from ..measure import counters, observe, timing  # noqa: E402
+from ..sandbox import channel, forkserver, processes  # noqa: E402
+from ..sandbox.channel import CaseResult, CompileResult, Job, LoadError, Ready, TimingResult  # noqa: E402
+from ..toolchain import compat, compiling, gpucompile, interpreter, selftest  # noqa: E402
+from . import compilepass, judge  # noqa: E402
 
 _clone = torch.Tensor.clone
 _copy = torch.Tensor.copy_
@@ -56,17 +60,23 @@ WATCHED = {  # namespaces whose attributes learner code must not replace
     "torch.nn.functional": torch.nn.functional,
     "torch.cuda": torch.cuda,
     "time": __import__("time"),
-    "gpuprinciples.counters": counters,
-    "gpuprinciples.channel": channel,
-    "gpuprinciples.timing": timing,
-    "gpuprinciples.runtime": runtime,
-    "gpuprinciples.judge": judge,
-    "gpuprinciples.gpucompile": gpucompile,
-    "gpuprinciples.observe": observe,  # the watch under every call: its functions and its class
-    "gpuprinciples.observe.Watch": observe.Watch,
+    "gpuprinciples.measure.counters": counters,
+    "gpuprinciples.sandbox.channel": channel,
+    "gpuprinciples.measure.timing": timing,
+    "gpuprinciples.machine.runtime": runtime,
+    "gpuprinciples.toolchain.compat": compat,  # the launch hooks the counters rely on
+    "gpuprinciples.toolchain.compiling": compiling,
+    "gpuprinciples.toolchain.interpreter": interpreter,
+    "gpuprinciples.toolchain.selftest": selftest,
+    "gpuprinciples.sandbox.processes": processes,  # the child's clean-up of what learner code left running
+    "gpuprinciples.sandbox.forkserver": forkserver,
+    "gpuprinciples.grader.judge": judge,
+    "gpuprinciples.toolchain.gpucompile": gpucompile,
+    "gpuprinciples.measure.observe": observe,  # the watch under every call: its functions and its class
+    "gpuprinciples.measure.observe.Watch": observe.Watch,
     "torch.cuda.Event": torch.cuda.Event,
     "torch.cuda.Stream": torch.cuda.Stream,
-    "gpuprinciples.worker": sys.modules[__name__],  # this module runs as __main__
+    "gpuprinciples.grader.worker": sys.modules[__name__],  # this module runs as __main__
 }
 
 
@@ -88,8 +98,8 @@ def _snapshot() -> dict[str, int]:
                     not name.startswith("__") or name in _WATCHED_DUNDERS):
                 snap[f"{prefix}.{name}"] = id(value)
     if runtime.INTERPRETER:
-        interp = runtime.interpreter_module()
-        for name in list(runtime.interpreter_memory_methods()) + ["__call__"]:
+        interp = compat.interpreter_module()
+        for name in list(compat.interpreter_memory_methods()) + ["__call__"]:
             owner = interp.GridExecutor if name == "__call__" else interp.InterpreterBuilder
             snap[f"triton.interpreter.{owner.__name__}.{name}"] = id(getattr(owner, name))
         for name, value in vars(interp.interpreter_builder).items():  # an instance attribute shadows the class
@@ -375,7 +385,7 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
     sys.stderr.flush()
     _os_dup2(log_fd, 1)
     _os_dup2(log_fd, 2)
-    sandbox.become_subreaper()
+    processes.become_subreaper()
 
     # NumPy warns on cos(inf), NaN reductions and the like inside the interpreter: noise, not the learner's output
     warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"(triton|numpy)\..*")
@@ -386,7 +396,7 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
 
     # what the rest calls, bound before learner code can replace the module-level names
     send, receive, tampered, run_one, time_one = channel.send_data, channel.recv_command, _tampered, run_case, time_case
-    end_all, exit_now = sandbox.end_descendants, os._exit
+    end_all, exit_now = processes.end_descendants, os._exit
 
     def reply(message: channel.Message) -> None:
         """Send one reply, with the nonce the grader queued behind its request: read only now."""
@@ -410,7 +420,7 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
         exit_now(0)  # without waiting for threads the learner's code left running
 
     observe.install()  # before the learner's module: the audit hook and the watched primitives
-    problem = runtime.self_test()
+    problem = selftest.self_test()
     if problem:
         reply(LoadError(error=problem, internal=True))
         finish()
@@ -424,7 +434,7 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
     try:
         prepare_path(job)
         # forked now, before learner code or any case is in this process: distributed ranks come from it
-        sandbox.Zygote.current = sandbox.Zygote(close_fds=(in_fd, out_fd)) if exercise.forks_ranks else None
+        forkserver.Zygote.current = forkserver.Zygote(close_fds=(in_fd, out_fd)) if exercise.forks_ranks else None
         before = observe.snapshot()
         with observe.armed():
             fn, source_file = load_function(job)
@@ -472,18 +482,18 @@ def preload() -> str | None:
         # PyTorch's profiler starts slowly the first time in a process (seconds): once here, not per check
         with observe.Watch(gpu=False):
             torch.ones(2) + 1
-        return runtime.self_test()
+        return selftest.self_test()
     # a GPU check times torch.compile'd baselines: Inductor's modules (seconds to import) come in
     # once here, not in every child; importing them does not initialise CUDA (the probe below checks)
     import torch._inductor.compile_fx  # noqa: F401
-    return sandbox.probe_fork_cuda()
+    return forkserver.probe_fork_cuda()
 
 
 def serve(sock_fd: int) -> None:
-    """`python -m gpuprinciples.worker --serve FD`: the fork server of sandbox.ForkServer."""
+    """`python -m gpuprinciples.grader.worker --serve FD`: the fork server of sandbox/forkserver.py's ForkServer."""
     import socket
     sock = socket.socket(fileno=sock_fd)
-    sandbox.harden_server()
+    forkserver.harden_server()
     problem = preload()
     if problem:
         sock.sendall(b"E" + problem.encode()[:4000])
@@ -502,7 +512,7 @@ def serve(sock_fd: int) -> None:
         finally:
             os._exit(70)
 
-    sandbox.serve_forks(sock, child)
+    forkserver.serve_forks(sock, child)
     os._exit(0)
 
 

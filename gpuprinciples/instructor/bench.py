@@ -30,7 +30,8 @@ def _load(spec: str):
 
 def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
     """One timed input of `ex` (its first, or `spec`, one of `ex.timing.each()`)."""
-    from . import roofline, timing
+    from ..course.lab import roofline
+    from ..measure import timing
 
     spec = spec or ex.timing
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -71,7 +72,7 @@ def bench_model(ceilings, context: int = 4096) -> dict:
     shapes: gpt-fast's README reports Llama-2-7B at 1,397 GB/s on an A100 whose empirical peak it puts at about
     1,700 GB/s (82 %), the anchor for the share a graphed step should reach; at 1 B the matrices are small enough
     that each kernel's start and drain is a large part of its time (docs/decoding-h200.md)."""
-    from .decoder import LLAMA_1B, LLAMA_8B, Decoder, decode_step_bytes, time_step
+    from ..course.lab.decoder import LLAMA_1B, LLAMA_8B, Decoder, decode_step_bytes, time_step
 
     models = {}
     for label, config, variants in (
@@ -117,18 +118,20 @@ def _print(result: dict) -> None:
 
 
 def main(json_output: bool = False, only: str | None = None) -> int:
-    from . import exercises, hardware, runtime
+    from ..course import catalog
+    from ..machine import runtime
+    from ..measure import calibrate
 
     if not runtime.HAS_CUDA:
         print("gpuprinciples bench needs a GPU: timings on a CPU (under the Triton interpreter) say nothing "
               "about GPU speed. Run it on a machine with a CUDA GPU.", file=sys.stderr)
         return 1
     wanted = set(only.split(",")) if only else None
-    ceilings = hardware.ceilings()
+    ceilings = calibrate.ceilings()
     if not json_output:
         print(f"{torch.cuda.get_device_name()}: {ceilings}")
     results = []
-    for ex in exercises.all_exercises().values():
+    for ex in catalog.all_exercises().values():
         if getattr(ex, "timing", None) is None or getattr(ex, "solution", None) is None:
             continue
         if wanted and ex.id not in wanted:
@@ -166,7 +169,7 @@ def grader_latency(exercise_id: str, answer, tries: int = 2) -> dict:
     """Wall seconds of `tries` checks of `answer` in a row, with each one's status and phases."""
     import time
 
-    from .grading import grade
+    from ..grader.grading import grade
     runs = []
     for _ in range(tries):
         started = time.monotonic()
@@ -181,11 +184,12 @@ def grader_latency(exercise_id: str, answer, tries: int = 2) -> dict:
 
 def grader_main(json_output: bool = False, only: str | None = None, submissions=()) -> int:
     """Every reference solution (or `only` those), then each EXERCISE=FILE.py:FUNCTION of `submissions`."""
-    from . import exercises, runtime
-    from .submission import from_path
+    from ..course import catalog
+    from ..machine import runtime
+    from ..sandbox.submission import from_path
 
     wanted = set(only.split(",")) if only else None
-    jobs = [(ex.id, _load(ex.solution)) for ex in exercises.all_exercises().values()
+    jobs = [(ex.id, _load(ex.solution)) for ex in catalog.all_exercises().values()
             if ex.kind == "function" and ex.solution and (wanted is None or ex.id in wanted)]
     for item in submissions:
         exercise_id, _, spec = item.partition("=")

@@ -61,7 +61,7 @@ def _git_commit() -> str | None:
 def _meta() -> dict:
     import triton
 
-    from .hardware import cpu_name
+    from ..machine.specs import cpu_name
     props = torch.cuda.get_device_properties(0)
     return {"gpu": torch.cuda.get_device_name(0), "sms": props.multi_processor_count,
             "driver": _driver_version(), "cuda": torch.version.cuda, "torch": torch.__version__,
@@ -74,12 +74,12 @@ def _tflops(flops: float, seconds: float) -> float:
 
 
 def _measure_bandwidth() -> dict:
-    from .hardware import _copy_rate
+    from ..measure.calibrate import _copy_rate
     return {"copy_tbs": _copy_rate(2**30, "cuda", 1.0) / 1e12}
 
 
 def _measure_matmul(n: int = 8192) -> dict:
-    from .hardware import _matmul_rate, tf32_matmul  # random data: constants let a GPU draw less power
+    from ..measure.calibrate import _matmul_rate, tf32_matmul  # random data: constants let a GPU draw less power
     rates = {}
     for key, dtype, tf32 in (("bf16", torch.bfloat16, False), ("fp16", torch.float16, False),
                              ("tf32", torch.float32, True), ("fp32", torch.float32, False)):
@@ -99,7 +99,7 @@ def _kernel_names(fn) -> list[str]:
 
 
 def _measure_k_alignment(m: int = 4096, n: int = 4096) -> dict:
-    from . import timing
+    from ..measure import timing
     rows = {}
     for k in K_VALUES:
         a = torch.randn(m, k, device="cuda", dtype=torch.float16)
@@ -128,8 +128,8 @@ def _naive_cos_cos():
 
 
 def _measure_cos_cos(n: int = 2**28) -> dict:
-    from . import timing
-    from .kernels.cos_cos import cos_cos
+    from ..course.kernels.cos_cos import cos_cos
+    from ..measure import timing
     x = torch.randn(n, device="cuda")
 
     def eager(v):
@@ -146,7 +146,7 @@ def _measure_cos_cos(n: int = 2**28) -> dict:
 
 
 def _measure_launch() -> dict:
-    from . import timing
+    from ..measure import timing
     tiny = {}
     for n in LAUNCH_SIZES:
         zeros = torch.zeros(n, device="cuda")
@@ -180,8 +180,8 @@ def _extra_memory_gib(fn, *args) -> float:
 
 
 def _measure_attention() -> dict:
-    from . import timing
-    from .kernels.attention import attention, naive_attention, sdpa
+    from ..course.kernels.attention import attention, naive_attention, sdpa
+    from ..measure import timing
     B, H, N, D = ATTENTION_SHAPE
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(ATTENTION_SHAPE, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -212,7 +212,7 @@ def _measure_attention() -> dict:
 
 
 def _measure_attention_l2() -> dict:
-    from .kernels.attention import l2_sweep
+    from ..course.kernels.attention import l2_sweep
     gen = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(ATTENTION_SHAPE, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(3))
     return {"shape": list(ATTENTION_SHAPE), "rows": l2_sweep(q, k, v)}
@@ -226,7 +226,7 @@ MEASUREMENTS = (("bandwidth", _measure_bandwidth), ("matmul", _measure_matmul),
 
 def measure(progress: Callable[[str], None] = lambda s: None) -> dict:
     """Every figure, measured on this GPU now: plain data, JSON-able (what `render` reads)."""
-    from . import runtime
+    from ..machine import runtime
     if not runtime.HAS_CUDA:
         raise RuntimeError("no CUDA GPU is visible")
     start = time.perf_counter()
@@ -285,7 +285,7 @@ class Section:
 
 
 def _datasheet(run: dict):
-    from .hardware import spec_for_device_name
+    from ..machine.specs import spec_for_device_name
     return spec_for_device_name(_get(run, "meta", "gpu") or "")
 
 
@@ -399,13 +399,13 @@ def _attention_l2_rows(run):
 
 SECTIONS = (
     Section("bandwidth", "Memory bandwidth",
-            "`hardware._copy_rate`: `dst.copy_(src)` of 2^28 float32 (1 GiB), timed with `timing.time_fn` "
+            "`calibrate._copy_rate`: `dst.copy_(src)` of 2^28 float32 (1 GiB), timed with `timing.time_fn` "
             "(CUDA events, L2 flushed, median over about 1 s); bytes read plus bytes written over the median.",
             _bandwidth_rows),
     Section("matmul", "Matmul rates by dtype",
-            "`hardware._matmul_rate`: `torch.mm` of two random N×N matrices (random data: constant data lets "
+            "`calibrate._matmul_rate`: `torch.mm` of two random N×N matrices (random data: constant data lets "
             "a GPU draw less power and clock higher), `timing.time_fn` over about 1 s each; 2N³ FLOPs over the "
-            "median. TF32 on and off with `hardware.tf32_matmul`.", _matmul_rows),
+            "median. TF32 on and off with `calibrate.tf32_matmul`.", _matmul_rows),
     Section("k-alignment", "K alignment (lesson 06)",
             "fp16 `torch.mm` of random 4096×K and K×4096 matrices, `timing.time_fn` over about 0.5 s, 2·M·N·K "
             "FLOPs over the median; the kernels that ran, by name, from `torch.profiler`.", _k_rows),
@@ -444,8 +444,8 @@ def render(run: dict) -> str:
     else:
         lines += [f"Measured and written by `gpuprinciples figures --write docs/measured.md` in one run of "
                   f"{_fig(meta.get('seconds'), 's', 2)}: each figure is a median taken with the package's own timing "
-                  "(`gpuprinciples.timing`), as each section's *How* says. Regenerate it on a GPU with the same "
-                  "command.", ""]
+                  "(`gpuprinciples.measure.timing`), as each section's *How* says. Regenerate it on a GPU with the "
+                  "same command.", ""]
     lines += ["| | |", "| --- | --- |"]
     for key, label in (("gpu", "GPU"), ("sms", "SMs"), ("driver", "driver"), ("cuda", "CUDA (torch's)"),
                        ("torch", "torch"), ("triton", "Triton"), ("python", "Python"), ("cpu", "host CPU"),
@@ -472,7 +472,7 @@ NO_GPU = ("gpuprinciples figures measures a GPU, and no CUDA GPU is visible here
 def main(write: str | None = None, json_path: str | None = None, from_json: str | None = None) -> int:
     from pathlib import Path
 
-    from . import runtime
+    from ..machine import runtime
     if from_json:
         run = json.loads(Path(from_json).read_text())
     elif not runtime.HAS_CUDA:

@@ -348,7 +348,7 @@ def class_plot_svg(rows: list[Row]) -> str:
 
 
 def render_html(runs: list[Run], rows: list[Row], skipped: list[tuple[str, str]] = ()) -> str:
-    from .display import template
+    from ..grader.display import template
     learners = sorted({r.learner for r in rows} | {r.learner for r in runs})
     exercises = list(dict.fromkeys(r.exercise for r in rows))
     cell = {(r.learner, r.exercise): r for r in rows}
@@ -408,9 +408,9 @@ def what_is_graded(exercise) -> tuple[str, str]:
 
 def exercise_table() -> str:
     """A Markdown table of every exercise and what it grades without and with a GPU."""
-    from . import exercises
+    from ..course import catalog
     lines = ["| exercise | kind | without a GPU (interpreter, counters) | on a GPU |", "| --- | --- | --- | --- |"]
-    for ex in exercises.all_exercises().values():
+    for ex in catalog.all_exercises().values():
         cpu, gpu = what_is_graded(ex)
         lines.append(f"| `{ex.id}` | {ex.kind} | {cpu} | {gpu} |")
     return "\n".join(lines)

@@ -1,7 +1,7 @@
 """One verdict everywhere, checked: the requirement lines of the repo's own submission fixtures, graded
 on a CPU and on a GPU, must agree.
 
-    python -m gpuprinciples.verdicts --write tests/fixtures/cpu_verdicts.json   # on a CPU: record
+    python -m gpuprinciples.instructor.verdicts --write tests/fixtures/cpu_verdicts.json   # on a CPU: record
     (tests/test_one_verdict.py, gpu-marked, grades the same fixtures on a GPU and compares)
 
 The CPU's lines are recorded in a checked-in file, not recomputed on the GPU machine: the interpreter
@@ -21,7 +21,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: gpuprinciples/instructor/verdicts.py
 SUBMISSIONS = ROOT / "tests" / "submissions"
 # the sandbox's and the trust tests' fixtures are attacks on the grader's process (hangs, crashes, forged
 # messages), graded by their own tests; lesson 09's ranks take tens of seconds each
@@ -33,7 +33,7 @@ SEED = 27
 def fixtures() -> list[tuple[str, str, str]]:
     """(path relative to the repository, exercise id, function name) for every fixture compared; a file
     that hangs on purpose is left out (it would only wait for its limit)."""
-    from .exercises import all_exercises
+    from ..course.catalog import all_exercises
     by_function = {}
     for ex in all_exercises().values():
         if ex.kind == "function":
@@ -60,15 +60,15 @@ def fixtures() -> list[tuple[str, str, str]]:
 
 def lines(report, exercise_id: str) -> dict[str, bool | None]:
     """The report's non-timing lines: `correct` and the exercise's own requirements."""
-    from .exercises import get
+    from ..course.catalog import get
     wanted = {"correct", *(r.describe() for r in getattr(get(exercise_id), "requirements", ()))}
     return {line.name: line.passed for line in report.checks if line.name in wanted}
 
 
 def grade_all(entries, workers: int = 2, log=None) -> dict[str, dict]:
     """Grade each (path, exercise, function) with the fixed seed; `log(path, result)` as each one ends."""
-    from .grading import grade
-    from .submission import from_path
+    from ..grader.grading import grade
+    from ..sandbox.submission import from_path
 
     def one(entry):
         path, exercise, name = entry
@@ -112,11 +112,12 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpuprinciples.verdicts", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gpuprinciples.instructor.verdicts",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", metavar="JSON", help="grade every fixture here and write their lines")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    from . import runtime
+    from ..machine import runtime
     graded = grade_all(fixtures(), args.workers)
     payload = {"mode": runtime.MODE, "seed": SEED, "fixtures": graded}
     text = json.dumps(payload, indent=1, sort_keys=True) + "\n"

@@ -38,7 +38,8 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import gpucompile, runtime
+from ..machine import runtime
+from ..toolchain import compat, gpucompile
 
 # ---------------------------------------------------------------------------------------------
 # PyTorch operators: which are free, which move data, the rest compute
@@ -289,7 +290,7 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
                 op_bytes = {"load": nbytes, "store": nbytes}
             else:
                 op_bytes = {op: nbytes}
-            builder = runtime.interpreter_module().interpreter_builder
+            builder = compat.interpreter_module().interpreter_builder
             for rec in stack:
                 if op_bytes.get("load") and rec.input_ranges:
                     inside = np.zeros(addresses.shape, dtype=bool)
@@ -412,9 +413,9 @@ def _autotuner_benchmark():
 
 
 def _install_interpreter_hooks() -> None:
-    interp = runtime.interpreter_module()
+    interp = compat.interpreter_module()
     builder_cls = interp.InterpreterBuilder
-    for name, (ptr_i, mask_i) in runtime.interpreter_memory_methods().items():
+    for name, (ptr_i, mask_i) in compat.interpreter_memory_methods().items():
         original = getattr(builder_cls, name, None)
         if original is not None and not getattr(original, "_gp_counted", False):
             wrapped = _count_memory(name, ptr_i, mask_i, original)
@@ -485,8 +486,8 @@ def _original_function(interp, rewritten):
 
 
 def _install_gpu_hooks() -> None:
-    runtime.before_compiled_launch(_note_pending_launch)
-    runtime.add_launch_enter_hook(_on_gpu_launch)
+    compat.before_compiled_launch(_note_pending_launch)
+    compat.add_launch_enter_hook(_on_gpu_launch)
 
 
 def _note_pending_launch(kernel, grid) -> None:
@@ -501,7 +502,7 @@ def _on_gpu_launch(metadata) -> None:
         pending, _state.pending = _state.pending, None
         if not stack:
             return
-        name = runtime.launched_kernel_name(metadata)
+        name = compat.launched_kernel_name(metadata)
         if _state.benchmarking:
             for rec in stack:
                 rec.benchmark_launches[name or "kernel"] += 1
@@ -521,7 +522,7 @@ def install() -> None:
         _install_interpreter_hooks()
     else:
         _install_gpu_hooks()
-    runtime.around_autotuner_benchmarks(_autotuner_benchmark)
+    compat.around_autotuner_benchmarks(_autotuner_benchmark)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ try:
     _OURS += (os.path.realpath(os.path.dirname(_triton.__file__)),)
 except ImportError:  # pragma: no cover
     pass
-_OURS += (os.path.realpath(os.path.dirname(__file__)),)
+_OURS += (os.path.realpath(os.path.dirname(os.path.dirname(__file__))),)  # the whole package, not measure/ alone
 
 # what the learner's code did while armed (at import or during a call): ("thread" | "process" | "library"
 # | "profiler", words); one list for every thread

@@ -39,7 +39,7 @@ from .processes import WORKER, child_environment, kill_tree
 
 
 class Sandbox:
-    """A fresh `gpuprinciples.worker` with a deadline; see the module's docstring.
+    """A fresh `gpuprinciples.grader.worker` with a deadline; see the module's docstring.
 
         with Sandbox(limit=120) as box:
             box.start(job)                       # a channel.Job

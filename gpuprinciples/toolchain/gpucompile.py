@@ -27,7 +27,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 
-from . import runtime
+from . import compiling
 
 
 class GPUCompileError(RuntimeError):
@@ -80,11 +80,11 @@ def compile_launch(kernel, args=(), kwargs=None, target=None) -> CompiledInfo:
     Never raises: a refusal is `ok=False` with a sentence in `error`."""
     kwargs = {k: v for k, v in (kwargs or {}).items() if k not in ("grid", "warmup")}  # run()'s own, not the kernel's
     name = _name(kernel)
-    target = target or runtime.compile_target()  # another generation's (GPUTarget("cuda", 80, 32)) on request
+    target = target or compiling.compile_target()  # another generation's (GPUTarget("cuda", 80, 32)) on request
     try:
         kernel, kwargs = _unwrap(kernel, args, kwargs)
-        jit = runtime.jit_function_of(kernel)
-        signature, constexprs, attrs, options = runtime.specialize(jit, target, args, kwargs)
+        jit = compiling.jit_function_of(kernel)
+        signature, constexprs, attrs, options = compiling.specialize(jit, target, args, kwargs)
     except Exception as exc:  # noqa: BLE001 - what a GPU's launch would raise, in words
         return CompiledInfo(name, ok=False, error=_refusal_sentence(name, exc, launching=True), refusal="arguments",
                             target=_target_name(target))
@@ -98,10 +98,10 @@ def compile_kernel(kernel, signature: dict, constexprs: dict | None = None, num_
     constexpr parameters to values. Pointers are taken as 16-byte aligned, as PyTorch allocates."""
     constexprs = dict(constexprs or {})
     name = _name(kernel)
-    target = runtime.compile_target()
+    target = compiling.compile_target()
     try:
-        jit = runtime.jit_function_of(kernel)
-        full, values, attrs, options = runtime.explicit_specialization(
+        jit = compiling.jit_function_of(kernel)
+        full, values, attrs, options = compiling.explicit_specialization(
             jit, target, signature, constexprs, {"num_warps": num_warps, "num_stages": num_stages})
     except Exception as exc:  # noqa: BLE001
         return CompiledInfo(name, ok=False, error=_refusal_sentence(name, exc, launching=True), refusal="arguments",
@@ -134,7 +134,7 @@ def _compile(jit, name, target, signature, constexprs, attrs, options) -> Compil
              repr(sorted(attrs.items())), repr(options))
     with _cache_lock:
         try:
-            key = (runtime.source_key(jit), *facts)  # the source of the kernel and of what it calls
+            key = (compiling.source_key(jit), *facts)  # the source of the kernel and of what it calls
         except Exception as exc:  # noqa: BLE001 - e.g. it calls a function that is not @triton.jit
             return CompiledInfo(name, ok=False, error=_refusal_sentence(name, exc), refusal="compiler",
                                 target=_target_name(target), signature=described)
@@ -142,10 +142,10 @@ def _compile(jit, name, target, signature, constexprs, attrs, options) -> Compil
             return _cache[key]
         short_key = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
         try:
-            compiled = runtime.compile_for(jit, target, signature, constexprs, attrs, options)
+            compiled = compiling.compile_for(jit, target, signature, constexprs, attrs, options)
         except Exception as exc:  # noqa: BLE001 - the GPU compiler's refusal, in words
             info = CompiledInfo(name, ok=False, error=_refusal_sentence(name, exc),
-                                refusal=runtime.compile_refusal_kind(exc), num_warps=options.num_warps,
+                                refusal=compiling.compile_refusal_kind(exc), num_warps=options.num_warps,
                                 num_stages=options.num_stages, target=_target_name(target), signature=described,
                                 key=short_key)
         else:
@@ -164,16 +164,16 @@ def _evidence(name, compiled, target: str, signature: str, key: str) -> Compiled
                         spills=None if local_bytes is None else local_bytes // 4,
                         wgmma=bool(re.search(r"\bwgmma\.mma_async", ptx)), dots=_dot_dtypes(ttir),
                         target=target, signature=signature, key=key, ptx=ptx, ttir=ttir)
-    limit = runtime.max_shared_bytes()
+    limit = compiling.max_shared_bytes()
     if meta.shared > limit:
         info.ok, info.refusal = False, "resources"
         info.error = (f"kernel `{name}` needs {meta.shared:,} bytes of shared memory per program; {target} allows "
                       f"{limit:,}, so a GPU refuses to launch it (out of resources): smaller tiles or fewer "
                       "num_stages")
-    elif meta.num_warps * 32 > runtime.HOPPER_MAX_THREADS_PER_BLOCK:
+    elif meta.num_warps * 32 > compiling.HOPPER_MAX_THREADS_PER_BLOCK:
         info.ok, info.refusal = False, "resources"
         info.error = (f"kernel `{name}` asks for num_warps={meta.num_warps}: {meta.num_warps * 32} threads per "
-                      f"program, more than the {runtime.HOPPER_MAX_THREADS_PER_BLOCK} a GPU allows")
+                      f"program, more than the {compiling.HOPPER_MAX_THREADS_PER_BLOCK} a GPU allows")
     return info
 
 
@@ -184,7 +184,7 @@ def _dot_dtypes(ttir: str) -> tuple[str, ...]:
 
 def _resource_usage(cubin: bytes | None, function: str) -> tuple[int | None, int | None]:
     """(registers per thread, local-memory bytes per thread) from `cuobjdump -res-usage` of the cubin."""
-    tool = runtime.cuobjdump_path()
+    tool = compiling.cuobjdump_path()
     if not cubin or not tool:
         return None, None
     with tempfile.TemporaryDirectory(prefix="gpuprinciples-cubin-") as folder:
@@ -225,7 +225,7 @@ def _unwrap(kernel, args, kwargs):
 
 
 def _name(kernel) -> str:
-    return getattr(runtime.python_function_of(kernel), "__name__", "kernel")
+    return getattr(compiling.python_function_of(kernel), "__name__", "kernel")
 
 
 def _target_name(target) -> str:

@@ -14,8 +14,8 @@ SOURCE = ("recorded on an NVIDIA H200 (132 SMs, L2 60 MiB as the device reports 
           "2.11.0+cu130, Triton 3.6.0, by tools/tune_matmul.py")
 
 L2_BYTES = 62_914_560  # torch.cuda.get_device_properties(0).L2_cache_size on that H200
-COPY_BANDWIDTH = 4.251e12  # hardware.ceilings(): dst.copy_(src) of 1 GiB, bytes read + written
-BF16_MATMUL_TFLOPS = 782.8  # hardware.ceilings(): torch.mm 8192³
+COPY_BANDWIDTH = 4.251e12  # calibrate.ceilings(): dst.copy_(src) of 1 GiB, bytes read + written
+BF16_MATMUL_TFLOPS = 782.8  # calibrate.ceilings(): torch.mm 8192³
 
 # kernels/bandwidth.working_set_bandwidth(level="l2"): (buffer bytes, bytes/s), rotating chunks cached in L2 only
 L2_CURVE = ((811_008, 1.76e12), (1_892_352, 2.95e12), (4_055_040, 4.01e12), (8_110_080, 7.41e12),

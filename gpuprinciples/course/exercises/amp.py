@@ -21,9 +21,9 @@ import math
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpuprinciples import timing
-from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
-from gpuprinciples.models import from_recipe
+from gpuprinciples.course.kit import Case, FunctionExercise, ValueExercise
+from gpuprinciples.course.lab.models import from_recipe
+from gpuprinciples.measure import timing
 
 _compare_timed = timing.compare  # bound when the grader imports this, before the learner's module loads
 
@@ -132,7 +132,7 @@ def train(step, recipe: dict, device: str) -> dict:
 
 
 def _run(fn, args, kwargs):
-    from gpuprinciples import runtime
+    from gpuprinciples.machine import runtime
     (recipe,) = args
     if kwargs.get("timed"):  # a GPU-only case: the small cases judge correctness, this one speed
         return {"timing": _time_on_gpu(fn, recipe)}
@@ -255,7 +255,7 @@ TRAIN_STEP = FunctionExercise(
     compare=_compare,
     run=_run,
     timeout_s=300.0,
-    solution="gpuprinciples.exercises.amp:amp_step",
+    solution="gpuprinciples.course.exercises.amp:amp_step",
     judges=((("cpu", "gpu"), f"≥ {MIN_LOW_PRECISION_SHARE:.0%} of matmul FLOPs in bf16/fp16 (counted)"),
             (("cpu", "gpu"), "parameters and optimizer state still float32"),
             (("gpu",), f"a larger step timed: speedup over the fp32 step ≥ {MIN_SPEEDUP:g}×")),

@@ -1,7 +1,7 @@
 """Lesson 02, the three bounds: compute, memory, overhead.
 
 Also the lesson's catalogue of real ops (`OPS`): what each computes, its FLOPs and bytes counted
-by `gpuprinciples.counters` on meta tensors (no memory, no time), and its bound on a datasheet
+by `gpuprinciples.measure.counters` on meta tensors (no memory, no time), and its bound on a datasheet
 roofline or, on a GPU, by measurement.
 """
 
@@ -13,8 +13,9 @@ from typing import Callable
 
 import torch
 
-from .. import roofline, runtime
-from .base import Case, FunctionExercise, Requirement, Timing, ValueExercise
+from ...machine import runtime
+from ..kit import Case, FunctionExercise, Requirement, Timing, ValueExercise
+from ..lab import roofline
 
 BOUNDS = ("compute", "memory", "overhead")
 
@@ -61,7 +62,7 @@ def work(op: Op) -> tuple[float, float]:
     Bytes: every input read once and every output written once (what the counters charge an
     operator). FLOPs: the counters' matmul FLOPs; for other ops, `flops_per_element` per input element.
     """
-    from .. import counters
+    from ...measure import counters
 
     args = op.inputs("meta")
     with counters.record() as rec:
@@ -74,8 +75,8 @@ def work(op: Op) -> tuple[float, float]:
 
 def datasheet_bound(op: Op, spec=None) -> str:
     """The bound the roofline gives on a GPU's datasheet (default: the H200), with the launch floor."""
-    from .. import hardware
-    spec = spec or hardware.SPECS["H200"]
+    from ...machine import specs
+    spec = spec or specs.SPECS["H200"]
     flops, nbytes = work(op)
     peak = spec.flops("bf16" if op.dtype in (torch.bfloat16, torch.float16) else "fp32")
     return roofline.bound(flops, nbytes, peak, spec.bandwidth, overhead_s=roofline.LAUNCH_FLOOR_S)
@@ -85,7 +86,7 @@ def measure(op: Op, budget_s: float = 0.2) -> float:
     """Median seconds of one call on this GPU (CUDA events), the GPU idle when each call starts: a
     tiny op's time then includes the host's launch cost, which is what makes it overhead-bound. (No
     L2 flush needed: every large op here moves far more than the L2 holds.)"""
-    from .. import timing
+    from ...measure import timing
     args = op.inputs(runtime.DEVICE, torch.Generator(device=runtime.DEVICE).manual_seed(0))
     seconds = timing.time_fn(op.fn, args=args, device=runtime.DEVICE, budget_s=budget_s, flush=False).median
     del args
@@ -95,8 +96,8 @@ def measure(op: Op, budget_s: float = 0.2) -> float:
 def measured_bound(op: Op, seconds: float, ceilings=None) -> str:
     """The bound the measurement shows against this GPU's measured ceilings: overhead when neither
     roof explains the time (more than 3× the roofline time, or below the launch floor)."""
-    from .. import hardware
-    ceilings = ceilings or hardware.ceilings()
+    from ...measure import calibrate
+    ceilings = ceilings or calibrate.ceilings()
     flops, nbytes = work(op)
     peak = ceilings.flops("bf16" if op.dtype in (torch.bfloat16, torch.float16) else "fp32")
     return roofline.bound(flops, nbytes, peak, ceilings.copy_bandwidth, overhead_s=roofline.LAUNCH_FLOOR_S,
@@ -107,7 +108,7 @@ def expected_bounds() -> dict[str, str]:
     """The answer a prediction is graded against, on every machine: the roofline of the H200's
     datasheet with the launch floor, from counted FLOPs and bytes. Never a live timing: on a shared
     GPU another job's load can make a memory-bound op look overhead-bound, and a prediction is
-    about the op (every GPU in `hardware.SPECS` gives the same answers; tests/test_bounds.py)."""
+    about the op (every GPU in `specs.SPECS` gives the same answers; tests/test_bounds.py)."""
     return {op.name: datasheet_bound(op) for op in OPS}
 
 
@@ -150,8 +151,8 @@ CLASSIFY = ValueExercise(
 
 
 def _ridge_h100() -> float:
-    from .. import hardware
-    return hardware.SPECS["H100"].ridge_point("bf16")
+    from ...machine import specs
+    return specs.SPECS["H100"].ridge_point("bf16")
 
 
 def _compare_ridge(answer, expected) -> list[str]:
@@ -174,7 +175,7 @@ RIDGE = ValueExercise(
     question="How many FLOPs per byte must a bf16 kernel do before the H100 SXM's compute, not its memory, limits it?",
     expected=_ridge_h100,
     compare=_compare_ridge,
-    hints=("ridge = peak FLOP/s / bandwidth in bytes/s, from hardware.SPECS['H100'], dense figures.",),
+    hints=("ridge = peak FLOP/s / bandwidth in bytes/s, from specs.SPECS['H100'], dense figures.",),
 )
 
 # -------------------------------------------------------------------------------------------------
@@ -253,7 +254,7 @@ KNEE = FunctionExercise(
     reference=_knee_reference,
     compare=_compare_knee,
     timeout_s=60,
-    solution="gpuprinciples.kernels.bounds:knee",
+    solution="gpuprinciples.course.kernels.bounds:knee",
     hints=(
         "The floor is the fastest time of the whole sweep, not the first one: the first call may be cold.",
         "The pairs may come in any order; a noisy point may jump up inside the flat part. Do not stop at "
@@ -290,7 +291,7 @@ class MaxDispatches(Requirement):
         return f"at most {self.n} operator dispatches per call"
 
     def evaluate(self, counts, case):
-        from ..counters import FREE_OPS
+        from ...measure.counters import FREE_OPS
         working = {k: v for k, v in counts["torch_ops"].items() if k not in FREE_OPS}
         total = sum(working.values()) + counts["triton_launches"]
         if total > self.n:
@@ -336,7 +337,7 @@ FEWER_DISPATCHES = FunctionExercise(
         min_speedup={"written out": 1.5},
         flush=False,  # the cost is the host's dispatching: time it as a loop runs it
     ),
-    solution="gpuprinciples.kernels.bounds:mlp_tail",
+    solution="gpuprinciples.course.kernels.bounds:mlp_tail",
     hints=(
         "PyTorch has the tanh form of GELU as one operator: torch.nn.functional.gelu(h, approximate='tanh').",
         "torch.addmm(b, x, w) does the matmul and the bias add in one dispatch.",

@@ -29,10 +29,10 @@ import torch.nn.functional as F
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpuprinciples import timing
-from gpuprinciples.counters import tensors_in
-from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
-from gpuprinciples.models import from_recipe
+from gpuprinciples.course.kit import Case, FunctionExercise, ValueExercise
+from gpuprinciples.course.lab.models import from_recipe
+from gpuprinciples.measure import timing
+from gpuprinciples.measure.counters import tensors_in
 
 _compare_timed = timing.compare  # bound when the grader imports this, before the learner's module loads
 
@@ -153,14 +153,14 @@ def measure(loss_fn, recipe: dict, device: str = "cpu") -> dict:
 
 def measure_each(loss_fns: dict, recipe: dict, device: str = "cpu", progress: bool = True) -> dict:
     """`measure` for each named loss function, with a progress bar: {name: measurement}."""
-    from gpuprinciples.progress import bar
+    from gpuprinciples.course.lab.progress import bar
     return {name: measure(fn, recipe, device)
             for name, fn in bar(loss_fns.items(), "forward + backward, bytes counted", total=len(loss_fns),
                                 enabled=progress)}
 
 
 def _run(fn, args, kwargs):
-    from gpuprinciples import runtime
+    from gpuprinciples.machine import runtime
     (recipe,) = args
     if kwargs.get("timed"):
         return _measure_on_gpu(fn, recipe)
@@ -300,7 +300,7 @@ FIT_BUDGET = FunctionExercise(
     compare=_compare,
     run=_run,
     timeout_s=300.0,
-    solution="gpuprinciples.exercises.checkpoint:fit_budget",
+    solution="gpuprinciples.course.exercises.checkpoint:fit_budget",
     judges=((("cpu", "gpu"), f"held and peak activation bytes ≤ {BUDGET:.0%} of the plain step's (counted)"),
             (("cpu", "gpu"), f"recomputed matmul FLOPs ≤ {MAX_RECOMPUTE:g}× one forward's"),
             (("gpu",), f"a larger step on the GPU: peak memory ≤ {GPU_PEAK_BUDGET:.0%} and time ≤ {MAX_SLOWDOWN:g}× "

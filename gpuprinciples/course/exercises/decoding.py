@@ -21,8 +21,7 @@ import math
 
 import torch
 
-from ..decoder import LLAMA_1B, LLAMA_8B, DecoderConfig
-from .base import (
+from ..kit import (
     TOLERANCES,
     Case,
     FunctionExercise,
@@ -34,13 +33,14 @@ from .base import (
     Requirement,
     Timing,
     ValueExercise,
-    _fmt_bytes,
     dtype_plan,
     judge_live_loads,
     output_problems,
     regime_specs,
     traced_run,
 )
+from ..kit.compare import _fmt_bytes
+from ..lab.decoder import LLAMA_1B, LLAMA_8B, DecoderConfig
 from .flash import _close as flash_close
 
 # -------------------------------------------------------------------------------------------------
@@ -108,7 +108,7 @@ KV_CACHE_BYTES = FunctionExercise(
     cases=_kv_cases,
     reference=_kv_reference,
     compare=_compare_kv,
-    solution="gpuprinciples.decoder:kv_cache_bytes",
+    solution="gpuprinciples.course.lab.decoder:kv_cache_bytes",
     hints=("Per layer the cache holds two tensors, K and V, each [batch, n_kv_heads, seq_len, head_dim].",
            "Grouped-query attention: only config.n_kv_heads heads are cached, not config.n_heads; and the head "
            "dim is config.head_dim, which need not be d_model / n_heads.",
@@ -208,7 +208,7 @@ CONTEXT_FOR_MEMORY = ValueExercise(
 # Predictions
 # -------------------------------------------------------------------------------------------------
 
-H200_DATASHEET_BANDWIDTH = 4.8e12  # bytes/s, NVIDIA's H200 page (hardware.SPECS["H200"])
+H200_DATASHEET_BANDWIDTH = 4.8e12  # bytes/s, NVIDIA's H200 page (specs.SPECS["H200"])
 H200_DATASHEET_BF16 = 989.4e12  # dense bf16 FLOP/s, same page
 
 
@@ -568,7 +568,7 @@ DECODE_ATTENTION = FunctionExercise(
                      min_speedup={"sdpa + mask, whole cache": 1.3}, min_bandwidth_fraction=0.7),),
     ),
     timeout_s=240.0,
-    solution="gpuprinciples.kernels.decode_attention:decode_attention",
+    solution="gpuprinciples.course.kernels.decode_attention:decode_attention",
     hints=DECODE_HINTS,
 )
 
@@ -725,7 +725,7 @@ PAGED_DECODE_ATTENTION = FunctionExercise(
         min_bandwidth_fraction=0.75,
     ),
     timeout_s=240.0,
-    solution="gpuprinciples.kernels.paged_attention:paged_decode_attention",
+    solution="gpuprinciples.course.kernels.paged_attention:paged_decode_attention",
     hints=DECODE_HINTS[:2] + (
         "A tile of BLOCK_N positions spans several pages: per position, page = tl.load(block_table + b · stride + "
         "pos // PAGE, mask=pos < end) and row = pos % PAGE; the K row's address is k_pages + page · stride(0) + "

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import distributed as D
-from .base import Case, FunctionExercise, ValueExercise
+from ..kit import Case, FunctionExercise, ValueExercise
+from ..lab import distributed as D
 
 # -------------------------------------------------------------------------------------------------
 # distributed.allreduce_gradients: data parallel by hand
@@ -159,7 +159,7 @@ ALLREDUCE_GRADIENTS = FunctionExercise(
     forks_ranks=True,
     compare=_ddp_compare,
     timeout_s=240.0,
-    solution="gpuprinciples.distributed:allreduce_gradients",
+    solution="gpuprinciples.course.kernels.distributed:allreduce_gradients",
     hints=(
         "Every rank computed gradients on its own slice of the batch; after your function every rank must "
         "hold the gradient of the whole batch: the average of the ranks' gradients.",
@@ -255,7 +255,7 @@ RING_ALLREDUCE = FunctionExercise(
     forks_ranks=True,
     compare=_ring_compare,
     timeout_s=240.0,
-    solution="gpuprinciples.distributed:ring_allreduce",
+    solution="gpuprinciples.course.kernels.distributed:ring_allreduce",
     hints=(
         "Split the tensor into n chunks with x.tensor_split(n) (sizes may differ by one).",
         "Reduce-scatter: for n − 1 steps, send one chunk to rank + 1 and add the chunk from rank − 1. "
@@ -334,7 +334,7 @@ ZERO_MEMORY = FunctionExercise(
     run=_zero_run,
     compare=_zero_compare,
     timeout_s=120.0,
-    solution="gpuprinciples.distributed:zero_memory",
+    solution="gpuprinciples.course.kernels.distributed:zero_memory",
     hints=(
         "Unsharded (stage 0): params 2Ψ, grads 2Ψ, optimizer 12Ψ bytes (arXiv 1910.02054, section 3.1).",
         "Stage 1 shards the optimizer state over N ranks, stage 2 also the gradients, stage 3 also the parameters.",

@@ -1,13 +1,14 @@
 """Lesson 01, the factory and the warehouse: count FLOPs and bytes, and predict with them.
 
 Every answer here is a number or a word computed from first principles; the expected values are
-derived from the same spec sheets the lesson shows (hardware.SPECS), so the two cannot drift apart.
+derived from the same spec sheets the lesson shows (specs.SPECS), so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
-from .. import hardware, roofline
-from .base import ValueExercise
+from ...machine import specs
+from ..kit import ValueExercise
+from ..lab import roofline
 
 ADD_N = 2**28  # elements of z = x + y in the H100 prediction
 MATMUL_N = 4096  # C = A @ B with three MATMUL_N × MATMUL_N bf16 matrices
@@ -23,12 +24,12 @@ def _matmul_flops_bytes(n: int, itemsize: int = 2) -> tuple[int, int]:
 
 def _predict_h100() -> float:
     flops, bytes_ = _add_flops_bytes(ADD_N)
-    h100 = hardware.SPECS["H100"]
+    h100 = specs.SPECS["H100"]
     return roofline.predict_time(flops, bytes_, h100.flops("fp32"), h100.bandwidth)
 
 
 def _matmul_bound() -> str:
-    h100 = hardware.SPECS["H100"]
+    h100 = specs.SPECS["H100"]
     return roofline.bound(*_matmul_flops_bytes(MATMUL_N), h100.flops("bf16"), h100.bandwidth)
 
 
@@ -49,7 +50,7 @@ EXERCISES = (
         expected=_predict_h100,
         rel_tol=0.05,
         hints=("Work out both times, F / compute and B / bandwidth: the larger one is the answer.",
-               "Bytes: 3 tensors × 4 bytes × n. Bandwidth: hardware.SPECS['H100'].bandwidth bytes/s."),
+               "Bytes: 3 tensors × 4 bytes × n. Bandwidth: specs.SPECS['H100'].bandwidth bytes/s."),
     ),
     ValueExercise(
         id="factory.matmul_intensity",
@@ -65,7 +66,7 @@ EXERCISES = (
         title="What bounds a large matmul",
         question=f"On an H100 in bfloat16, is the {MATMUL_N}³ matmul 'compute' or 'memory' bound?",
         expected=_matmul_bound,
-        hints=("Compare its intensity with the H100's ridge point, hardware.SPECS['H100'].ridge_point('bf16').",),
+        hints=("Compare its intensity with the H100's ridge point, specs.SPECS['H100'].ridge_point('bf16').",),
     ),
     ValueExercise(
         id="factory.eager_bytes",

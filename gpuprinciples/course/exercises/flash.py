@@ -22,9 +22,10 @@ import math
 import numpy as np
 import torch
 
-from .. import counters, runtime
+from ...machine import runtime
+from ...measure import counters
 from ..kernels.attention import attention_float64, naive_attention, sdpa
-from .base import (
+from ..kit import (
     Case,
     FunctionExercise,
     LaunchesTriton,
@@ -34,12 +35,12 @@ from .base import (
     Requirement,
     Timing,
     ValueExercise,
-    _fmt_bytes,
     compare_tensors,
     dtype_plan,
     output_problems,
     regime_specs,
 )
+from ..kit.compare import _fmt_bytes
 
 # -------------------------------------------------------------------------------------------------
 # flash.score_gib: predict before measuring
@@ -123,7 +124,7 @@ MERGE = FunctionExercise(
     cases=_merge_cases,
     reference=_merge_reference,
     compare=_compare_merge,
-    solution="gpuprinciples.exercises.flash:merge",
+    solution="gpuprinciples.course.exercises.flash:merge",
     hints=("The new maximum is the larger of the two: m = max(m1, m2).",
            "Each sum was taken relative to its own maximum: s1 counts exp(x - m1). Relative to m, that is "
            "s1 · exp(m1 - m).",
@@ -468,7 +469,7 @@ def _attention_exercise(exercise_id: str, title: str, stage: str, hints: tuple, 
     return FunctionExercise(
         id=exercise_id, title=title, signature=SIGNATURE + stage, cases=_cases_for(exercise_id),
         reference=attention_float64, run=_attention_run, compare=_compare_attention, requirements=REQUIREMENTS,
-        judges=KV_ONCE, timing=timing, timeout_s=180.0, solution="gpuprinciples.kernels.attention:attention",
+        judges=KV_ONCE, timing=timing, timeout_s=180.0, solution="gpuprinciples.course.kernels.attention:attention",
         hints=hints)
 
 

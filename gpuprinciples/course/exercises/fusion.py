@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import (
+from ..kit import (
     H200_SMS,
     BytesWithin,
     Case,
@@ -113,7 +113,7 @@ VECTOR_ADD = FunctionExercise(
         min_bytes=lambda args: 3 * args[0].numel() * args[0].element_size(),
         min_bandwidth_fraction=0.7,
     ),
-    solution="gpuprinciples.kernels.vector_add:vector_add",
+    solution="gpuprinciples.course.kernels.vector_add:vector_add",
     hints=(
         "pid = tl.program_id(0); offsets = pid * BLOCK + tl.arange(0, BLOCK).",
         "n is rarely a multiple of BLOCK: mask = offsets < n on both loads and on the store.",
@@ -181,7 +181,7 @@ COS_COS = FunctionExercise(
         min_speedup={"eager": 1.3, "torch.compile": 0.9},
         min_bandwidth_fraction=0.65,
     ),
-    solution="gpuprinciples.kernels.cos_cos:cos_cos",
+    solution="gpuprinciples.course.kernels.cos_cos:cos_cos",
     hints=(
         "One program per BLOCK of elements: offsets = pid * BLOCK + tl.arange(0, BLOCK).",
         "The last block runs past the end: mask = offsets < n, on the load and on the store.",
@@ -242,7 +242,7 @@ SOFTMAX = FunctionExercise(
         min_speedup={"torch.softmax": 1.1},
         min_bandwidth_fraction=0.45,  # a plain row-per-program kernel; torch.softmax reaches ~55% on an H200
     ),
-    solution="gpuprinciples.kernels.softmax:softmax",
+    solution="gpuprinciples.course.kernels.softmax:softmax",
     hints=(
         "One program per row: the row fits in SRAM, so read it once and write the result once.",
         "Subtract the row maximum before tl.exp, or large inputs overflow to inf and give NaN.",
@@ -320,7 +320,7 @@ LAYERNORM = FunctionExercise(
         min_speedup={"torch layer_norm": 1.0},
         min_bandwidth_fraction=0.45,  # torch's layer_norm reaches ~58% on an H200, the reference ~79%
     ),
-    solution="gpuprinciples.kernels.layernorm:layernorm",
+    solution="gpuprinciples.course.kernels.layernorm:layernorm",
     hints=(
         "Like softmax: the row fits on chip; load it once (other=0.0), reduce, write once.",
         "mean = tl.sum(x) / N; then xc = x - mean, with the padding lanes set back to 0 (tl.where), "
@@ -384,7 +384,7 @@ BIAS_GELU = FunctionExercise(
         min_speedup={"eager": 1.5},
         min_bandwidth_fraction=0.7,
     ),
-    solution="gpuprinciples.kernels.bias_gelu:bias_gelu",
+    solution="gpuprinciples.course.kernels.bias_gelu:bias_gelu",
     hints=(
         "A 2-D grid of [BLOCK_M, BLOCK_N] tiles: pid_m = tl.program_id(0), pid_n = tl.program_id(1).",
         "tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[stride, 1], block_shape=[BLOCK_M, BLOCK_N]); "

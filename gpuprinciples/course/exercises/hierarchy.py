@@ -3,7 +3,7 @@
 Five exercises:
 
 * `hierarchy.occupancy`: warps per SM of an H100/H200 for a kernel's registers, shared memory and warps
-  (exact, the rules of NVIDIA's occupancy calculator; `gpuprinciples.occupancy` is the reference);
+  (exact, the rules of NVIDIA's occupancy calculator; `gpuprinciples.machine.occupancy` is the reference);
 * `hierarchy.l2_cliff`: which of a few working-set sizes falls off the L2 cliff (a prediction, graded against
   a measurement made during the check on a GPU, and against the one recorded on an H200 without one);
 * `hierarchy.l1_working_set`: a decision from the H200's recorded L1 sweep, which the lesson does not read for
@@ -23,7 +23,7 @@ How `hierarchy.matmul` is judged:
 * On a GPU the inputs are bf16. Under the interpreter most cases are float32 tensors that hold bf16 values
   (the same products as on the GPU): Triton's interpreter keeps bf16 as raw 16-bit integers and does not
   support arithmetic on it (Triton's debugging guide; triton-lang/triton#11584, where `tl.dot` multiplied the
-  bit patterns). gpuprinciples widens bf16 `tl.dot` operands (runtime.py), but a kernel's other bf16
+  bit patterns). gpuprinciples widens bf16 `tl.dot` operands (toolchain/interpreter.py), but a kernel's other bf16
   arithmetic would still be wrong there and right on a GPU. One CPU case is bf16: its values are graded too,
   and its launch is what the compile-for-sm_90 step turns into PTX, where the dot must be a `wgmma`.
 * K and N are multiples of 16 bytes (8 bf16, 4 float32 elements; lesson 06's rule, and what TMA needs), M is
@@ -47,10 +47,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .. import counters, runtime
-from .. import occupancy as occ
-from . import _hierarchy_recorded as RECORDED
-from .base import (
+from ...machine import occupancy as occ
+from ...machine import runtime
+from ...measure import counters
+from ...toolchain import compiling
+from ..kit import (
     H200_SMS,
     Case,
     FunctionExercise,
@@ -61,9 +62,10 @@ from .base import (
     Timing,
     UsesTensorCores,
     ValueExercise,
-    _fmt_bytes,
     regime_specs,
 )
+from ..kit.compare import _fmt_bytes
+from . import _hierarchy_recorded as RECORDED
 
 # -------------------------------------------------------------------------------------------------
 # hierarchy.occupancy
@@ -145,7 +147,7 @@ OCCUPANCY = FunctionExercise(
     run=_occupancy_run,
     compare=_compare_occupancy,
     timeout_s=60.0,
-    solution="gpuprinciples.occupancy:resident_warps",
+    solution="gpuprinciples.machine.occupancy:resident_warps",
     hints=(
         "Four limits, in blocks per SM: 64 // num_warps warp slots; 32 blocks; registers; shared memory. "
         "The answer is the smallest, times num_warps.",
@@ -317,7 +319,7 @@ def compile_fp32_launch(launch: dict):
     """The package's matmul kernel (descriptors for A, B and C, GROUP_M 8) compiled for float32 operands."""
     from dataclasses import replace
 
-    from .. import gpucompile
+    from ...toolchain import gpucompile
     from ..kernels import matmul as mm
     cfg = replace(mm.Config(), **launch)
     return gpucompile.compile_kernel(mm.matmul_kernel, FP32_SIGNATURE, mm.kernel_constexprs(cfg),
@@ -332,10 +334,10 @@ def _compare_tiles(got, best: float) -> list[str]:
     bm, bn, bk, warps, stages = (launch[k] for k in TILE_KEYS)
     name = f"{bm}×{bn}×{bk}, {warps} warps, {stages} stages"
     info = compile_fp32_launch(launch)
-    if info.shared_bytes is not None and info.shared_bytes > runtime.max_shared_bytes():
+    if info.shared_bytes is not None and info.shared_bytes > compiling.max_shared_bytes():
         stage, out = (bm * bk + bk * bn) * 4, bm * bn * 4
         return [f"{name}: the compiled kernel needs {info.shared_bytes:,} bytes of shared memory per block, more than "
-                f"the {runtime.max_shared_bytes():,} one block may have on {info.target or 'this GPU'}. In float32 a "
+                f"the {compiling.max_shared_bytes():,} one block may have on {info.target or 'this GPU'}. In float32 a "
                 f"stage of A and B tiles is ({bm}·{bk} + {bk}·{bn})·4 = {stage:,} bytes, {stages} of them "
                 f"{stages * stage:,}, and the output tile staged for its TMA store {bm}·{bn}·4 = {out:,}: twice what "
                 "the same launch takes in bf16. Give way where it costs least: BK shrinks a stage without shrinking "
@@ -644,7 +646,7 @@ MATMUL = FunctionExercise(
                      label="×".join(map(str, RAGGED))),),
     ),
     timeout_s=300.0,
-    solution="gpuprinciples.kernels.matmul:matmul",
+    solution="gpuprinciples.course.kernels.matmul:matmul",
     judges=((("cpu", "gpu"), "values at bf16 precision against float64"),
             (("cpu",), f"loads within {LOAD_FACTOR:g}× of the A and B strips its stored tiles imply; C stored "
                        "once; every element of A and B read")),

@@ -1,7 +1,7 @@
 """Lesson 03, profiling: read a profile, name the bottleneck, fix it, profile again.
 
 The profiles graded here are generated fresh for every check, shaped like `profiling.rows(prof)`
-(see gpuprinciples/profiling.py): rows of kind "op", "kernel", "annotation" and "runtime", with
+(see gpuprinciples/measure/profiling.py): rows of kind "op", "kernel", "annotation" and "runtime", with
 self and total times on the CPU and on the device, in microseconds.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Case, FunctionExercise, ValueExercise, compare_tensors
+from ..kit import Case, FunctionExercise, ValueExercise, compare_tensors
 from .bounds import MaxDispatches
 
 # -------------------------------------------------------------------------------------------------
@@ -194,7 +194,7 @@ BOTTLENECK = FunctionExercise(
     reference=_bottleneck_reference,
     compare=_compare_bottleneck,
     timeout_s=60,
-    solution="gpuprinciples.kernels.profiling:bottleneck",
+    solution="gpuprinciples.course.kernels.profiling:bottleneck",
     hints=(
         "Keep only the rows whose kind is 'op': kernels, annotations and the CUDA runtime are not operators.",
         "Self time, not total: aten::linear's total includes the aten::addmm it calls.",
@@ -268,7 +268,7 @@ FOREACH_SGD = FunctionExercise(
     compare=_compare_sgd,
     requirements=(MaxDispatches(6),),
     timeout_s=90,
-    solution="gpuprinciples.kernels.profiling:sgd_momentum",
+    solution="gpuprinciples.course.kernels.profiling:sgd_momentum",
     hints=(
         "torch._foreach_mul, torch._foreach_add take whole lists of tensors: one dispatch per list, not per tensor.",
         "torch._foreach_add(params, bufs, alpha=-lr) computes params − lr·bufs.",

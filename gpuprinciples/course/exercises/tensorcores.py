@@ -20,9 +20,9 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gpuprinciples import timing
-from gpuprinciples.exercises.base import Case, FunctionExercise, ValueExercise
-from gpuprinciples.models import TinyLM, from_recipe, lm_loss
+from gpuprinciples.course.kit import Case, FunctionExercise, ValueExercise
+from gpuprinciples.course.lab.models import TinyLM, from_recipe, lm_loss
+from gpuprinciples.measure import timing
 
 _compare_timed = timing.compare  # bound when the grader imports this, before the learner's module loads
 
@@ -96,7 +96,7 @@ def build(recipe: dict, device: str):
 
 
 def _run(fn, args, kwargs):
-    from gpuprinciples import runtime
+    from gpuprinciples.machine import runtime
     (recipe,) = args
     if kwargs.get("timed"):
         return _time_on_gpu(fn, recipe)
@@ -210,7 +210,7 @@ PAD_MODEL = FunctionExercise(
     compare=_compare,
     run=_run,
     timeout_s=300.0,
-    solution="gpuprinciples.exercises.tensorcores:pad_model",
+    solution="gpuprinciples.course.exercises.tensorcores:pad_model",
     judges=((("cpu", "gpu"), "every matmul dimension a multiple of 16 bytes (counted)"),
             (("gpu",), f"a GPT-2-shaped step timed: speedup over vocab 50257 ≥ {MIN_SPEEDUP:g}×")),
     hints=(

@@ -12,9 +12,9 @@ measures it). Ideas from Triton's tutorial 06 (fused attention) and FlashAttenti
 * tensor descriptors (`tl.make_tensor_descriptor`) per (batch, head): rows past N are read as
   zeros and never written, so N needs not be a multiple of the tile size (TMA on Hopper).
 
-    python -m gpuprinciples.kernels.attention          # GPU: check, then time against SDPA
-    python -m gpuprinciples.kernels.attention --sweep  # GPU: TFLOP/s of each tile configuration
-    python -m gpuprinciples.kernels.attention --l2     # GPU: where the K/V re-reads come from
+    python -m gpuprinciples.course.kernels.attention          # GPU: check, then time against SDPA
+    python -m gpuprinciples.course.kernels.attention --sweep  # GPU: TFLOP/s of each tile configuration
+    python -m gpuprinciples.course.kernels.attention --l2     # GPU: where the K/V re-reads come from
 """
 
 import math
@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import runtime
+from ...machine import runtime
 
 LOG2E = 1.4426950408889634
 
@@ -158,7 +158,7 @@ def l2_sweep(q, k, v, block_ms=(64, 128), budget_s: float = 1.0) -> list[dict]: 
     (programs running together are on different heads: every head's K and V compete for L2). The L2 is
     flushed before each call. `needed` is the bandwidth HBM would have had to deliver if every K/V
     re-read had come from it."""
-    from .. import timing
+    from ...measure import timing
     B, H, N, D = q.shape
     fns = {}
     for bm in block_ms:
@@ -260,7 +260,7 @@ def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
         return ms, flops / ms / 1e9
 
     if a.l2:
-        from ..hardware import ceilings
+        from ...measure.calibrate import ceilings
         copy = ceilings().copy_bandwidth
         print(f"copy bandwidth measured here: {copy / 1e12:.2f} TB/s")
         for row in l2_sweep(q, k, v):

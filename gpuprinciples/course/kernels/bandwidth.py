@@ -66,7 +66,7 @@ def working_set_bandwidth(nbytes: int, *, level: str = "l2", programs_per_sm: in
     HBM whatever the size, is then a small part of it. The buffer is rounded down to whole blocks per program
     (the size used is returned): `block` defaults to 4096 floats ("l2") or 512 ("l1"), halved (down to 128)
     until every program has at least 8 blocks, so that the rounding costs at most an eighth."""
-    from .. import timing
+    from ...measure import timing
 
     programs = _sms(device) * programs_per_sm
     if block is None:
@@ -101,7 +101,7 @@ def pointer_chase(nbytes: int, steps: int = 20000, cache: str = ".cg", device="c
     chase, so that it sits in L2, instead of flushing the L2. Otherwise a chase of `steps` loads through a
     buffer of more than `steps` lines meets each line for the first time, and every load misses to HBM,
     whatever the buffer's size."""
-    from .. import timing
+    from ...measure import timing
 
     nxt = random_cycle(max(nbytes // 4, 2), device)
     out = torch.empty(1, dtype=torch.int32, device=device)

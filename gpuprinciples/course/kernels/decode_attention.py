@@ -20,7 +20,7 @@ With one split (a long batch already fills the GPU) step 1 writes the output its
 K and V tiles come through tensor descriptors whose row count is the sequence's own length, so rows
 past it are neither read (TMA, and the interpreter, fill them with zeros) nor used (score -inf).
 
-    python -m gpuprinciples.kernels.decode_attention        # GPU: check, then time against SDPA
+    python -m gpuprinciples.course.kernels.decode_attention        # GPU: check, then time against SDPA
 """
 
 import math
@@ -268,7 +268,7 @@ def sdpa_decode(backend_name: str | None, packed: bool = True):
 def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
     import argparse
 
-    from .. import hardware, timing
+    from ...measure import calibrate, timing
     parser = argparse.ArgumentParser(description="check and time the decode-attention kernel on a GPU")
     parser.add_argument("--shape", default="8,32,8,32768,128", help="B,Hq,Hkv,S,D")
     a = parser.parse_args(argv)
@@ -285,7 +285,7 @@ def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
         fns[name.lower()] = (lambda fn: lambda q, k, v: fn(q, k, v, S))(sdpa_decode(name))
     least = (2 * k.numel() + 2 * q.numel()) * 2
     result = timing.compare(fns, args=(q, k, v), device="cuda", budget_s=2.0)
-    copy = hardware.ceilings().copy_bandwidth
+    copy = calibrate.ceilings().copy_bandwidth
     for name, t in result.timings.items():
         print(f"{name:>22}: {t.median * 1e6:8.1f} µs  {least / t.median / 1e12:5.2f} TB/s  "
               f"{least / t.median / copy:4.0%} of copy")

@@ -19,7 +19,7 @@ fp32 accumulator that stays in registers; then it stores the tile once, in C's d
 * `tl.dot` of bf16 tiles with an fp32 accumulator compiles to Hopper's warpgroup MMA (`wgmma`).
 * On a GPU the default grid is persistent: one program per SM walks the tiles (tile, tile + programs, ...).
 
-    python -m gpuprinciples.kernels.matmul       # GPU: check against torch.mm, then time both
+    python -m gpuprinciples.course.kernels.matmul       # GPU: check against torch.mm, then time both
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .. import runtime
+from ...machine import runtime
 
 
 @triton.jit
@@ -247,7 +247,7 @@ def with_config(**changes) -> Config:
 def _main(argv=None) -> None:  # pragma: no cover - needs a GPU
     import argparse
 
-    from .. import timing
+    from ...measure import timing
 
     parser = argparse.ArgumentParser(description="check the matmul kernel against torch.mm and time both")
     parser.add_argument("--shape", default="8192,8192,8192", help="M,N,K")

@@ -76,7 +76,7 @@ def output_problems(out, device: str, want: torch.Tensor, dtype: torch.dtype, wh
     """For an exercise whose `run` sends back its output with the device it was on: the first of not a
     plain tensor (`out` may be the child's description of what came back), another device, another
     shape, another dtype; [] when none."""
-    from .. import runtime
+    from ...machine import runtime
     if type(out) is not torch.Tensor:
         return [f"returned {out if isinstance(out, str) else type(out).__name__}, not a torch.Tensor{where}"]
     if device != runtime.DEVICE:

@@ -47,7 +47,8 @@ def traced_run(regions: Sequence[LiveLoads]):
     of every element of the inputs `regions` name: {"out", "device", "loads": {arg: int64 tensor over
     the input's storage, keyed by str(arg)} or None on a GPU}."""
     def run(fn, args, kwargs):
-        from .. import counters, runtime
+        from ...machine import runtime
+        from ...measure import counters
         if not runtime.INTERPRETER:
             out = fn(*args, **kwargs)
             return {"out": out, "device": getattr(getattr(out, "device", None), "type", None), "loads": None}

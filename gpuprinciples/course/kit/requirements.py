@@ -116,7 +116,7 @@ class UsesTensorCores(Requirement):
         return "its bf16/fp16 tl.dot runs on tensor cores (wgmma)"
 
     def evaluate(self, counts, case):
-        from ..gpucompile import LOW_PRECISION_DOTS
+        from ...toolchain.gpucompile import LOW_PRECISION_DOTS
         compiled = [c for c in counts.get("compiled") or () if c["ok"]]
         low = [c for c in compiled if set(c["dots"]) & set(LOW_PRECISION_DOTS)]
         if not low:

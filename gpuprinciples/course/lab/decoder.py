@@ -32,10 +32,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .kernels.decode_attention import decode_attention
-from .kernels.decode_step import fused_linear, rope_and_cache
-from .kernels.weight_only_matmul import quantize as quantize_weight
-from .kernels.weight_only_matmul import weight_only_matmul
+from ..kernels.decode_attention import decode_attention
+from ..kernels.decode_step import fused_linear, rope_and_cache
+from ..kernels.weight_only_matmul import quantize as quantize_weight
+from ..kernels.weight_only_matmul import weight_only_matmul
 
 
 @dataclass(frozen=True)
@@ -306,7 +306,7 @@ def profile_kernels(run, calls: int = 10) -> list[dict]:
     row per kernel name, {"name", "group", "launches", "us"} per call, longest first (CUDA)."""
     from torch.profiler import ProfilerActivity, profile
 
-    from . import profiling
+    from ...measure import profiling
     run()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -333,7 +333,7 @@ def time_step(model: Decoder, batch: int, context: int, graph: bool = True, max_
     (reset before every timed call, outside its window), captured as a CUDA graph or eager. The GPU is idle at
     each call (flush=False): the host's launching is part of a step's cost. Needs context + ~1000 ≤ max_seq
     (the warm-up steps append positions)."""
-    from . import timing
+    from ...measure import timing
     tokens = torch.zeros(batch, dtype=torch.long, device=model.device)
     lens = torch.full((batch,), context, dtype=torch.int32, device=model.device)
     run = model.graphed_step(tokens, lens) if graph else (lambda: model.step(tokens, lens))

@@ -50,7 +50,7 @@ class LaunchError(RuntimeError):
 
 def default_backend() -> str:
     """NCCL when this machine has CUDA GPUs (one per process), gloo on CPU processes otherwise."""
-    from . import runtime
+    from ...machine import runtime
     return "nccl" if runtime.HAS_CUDA else "gloo"
 
 
@@ -85,7 +85,7 @@ def launch(script: str | os.PathLike, nproc: int = 2, args: tuple = (), *, backe
         env[RESULTS_ENV] = results
         env[BACKEND_ENV] = backend
         env.setdefault("OMP_NUM_THREADS", "1")  # one thread per rank: ranks share this machine's cores
-        package_parent = str(Path(__file__).resolve().parent.parent)
+        package_parent = processes.PACKAGE_PARENT  # the folder that holds gpuprinciples/
         env["PYTHONPATH"] = os.pathsep.join([package_parent, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         if backend == "gloo":
             env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU run stays on the CPU, even on a GPU machine
@@ -225,7 +225,7 @@ def finish() -> None:
 
 def write_function(fn, path: str | os.PathLike) -> Path:
     """Write `fn` (with what it uses from the notebook) to a module a script can import."""
-    from .submission import from_function
+    from ...sandbox.submission import from_function
     submission = from_function(fn)
     path = Path(path)
     path.write_text(submission.source)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .hardware import Ceilings, GPUSpec, dtype_key
+from ...machine.specs import GPUSpec, dtype_key
+from ...measure.calibrate import Ceilings
 
 # The smallest time one kernel launch takes, whatever it does, as the model assumes it: a round
 # 5 µs. A measured floor depends on the host (CPU, driver, load) as much as on the GPU: 14 to 25 µs
@@ -78,7 +79,7 @@ class Projection(float):
         return float(self)
 
     def __repr__(self) -> str:
-        from .timing import format_seconds
+        from ...measure.timing import format_seconds
         return (f"Projection({format_seconds(float(self))} on {self.gpu}, {self.dtype}, {self.bound}-bound; "
                 "datasheet roofline, not measured)")
 
@@ -139,7 +140,7 @@ def fraction_of_roof(seconds: float, flops: float, bytes: float, peak_flops: flo
 def describe_roof(fraction: float, bound: str, roof_s: float, flops: float, bytes: float, peak_flops: float | None,
                   bandwidth: float) -> str:
     """The roof fraction in a sentence a learner reads: what bounds the work, and at which measured rate."""
-    from .timing import format_seconds
+    from ...measure.timing import format_seconds
     if bound == "compute":
         why = f"compute-bound: {flops / 1e9:,.3g} GFLOP at the measured {peak_flops / 1e12:,.0f} TFLOP/s"
     else:

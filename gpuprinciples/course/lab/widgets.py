@@ -93,16 +93,17 @@ class Preset:
 
 
 def as_preset(machine, name: str | None = None) -> Preset:
-    """A Preset from a `hardware.GPUSpec` (datasheet), a `hardware.Ceilings` (measured here),
+    """A Preset from a `specs.GPUSpec` (datasheet), a `calibrate.Ceilings` (measured here),
     a mapping with `bandwidth` and `<precision>_flops` keys, or a Preset."""
-    from . import hardware
+    from ...machine import specs
+    from ...measure import calibrate
 
     if isinstance(machine, Preset):
         return machine
-    if isinstance(machine, hardware.GPUSpec):
+    if isinstance(machine, specs.GPUSpec):
         return Preset(name or machine.name, {k: machine.flops(k) for k in PRECISIONS}, machine.bandwidth,
                       f"datasheet, dense: {machine.source}")
-    if isinstance(machine, hardware.Ceilings):
+    if isinstance(machine, calibrate.Ceilings):
         flops = {k: getattr(machine, f"{k}_flops") for k in PRECISIONS}
         return Preset(name or f"this machine ({machine.device_name})",
                       {k: v for k, v in flops.items() if v is not None}, machine.copy_bandwidth, "measured here")
@@ -114,9 +115,9 @@ def as_preset(machine, name: str | None = None) -> Preset:
 
 
 def default_presets() -> list[Preset]:
-    """The GPU spec sheets of gpuprinciples.hardware.SPECS (dense peaks)."""
-    from . import hardware
-    return [as_preset(spec) for spec in hardware.SPECS.values()]
+    """The GPU spec sheets of gpuprinciples.machine.specs.SPECS (dense peaks)."""
+    from ...machine import specs
+    return [as_preset(spec) for spec in specs.SPECS.values()]
 
 
 def _choices(presets, ceilings) -> list[Preset]:
@@ -241,8 +242,8 @@ def factory_widget(presets=None, ceilings=None, flops=2**24, bytes_=2**24 * 8, l
                    overhead_s=0.0, precision="fp32"):
     """Sliders for the machine and the operation; the factory picture and a sentence, redrawn on change.
 
-    `presets`: machines to offer (GPUSpecs, Presets, ...; default: every `hardware.SPECS` sheet);
-    `ceilings`: this machine's measured `hardware.Ceilings`, offered first. The defaults describe an
+    `presets`: machines to offer (GPUSpecs, Presets, ...; default: every `specs.SPECS` sheet);
+    `ceilings`: this machine's measured `calibrate.Ceilings`, offered first. The defaults describe an
     fp32 elementwise op on 2**24 elements: 1 FLOP and 8 bytes (read 4, write 4) per element.
     Returns an `ipywidgets.VBox` whose parts are attributes: `preset`, `precision`, `sliders`
     (compute, bandwidth, flops, bytes, launches, overhead_us), `picture`, `summary`, and `result`,

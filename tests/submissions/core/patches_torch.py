@@ -1,6 +1,6 @@
 import torch
 
-from gpuprinciples.kernels.cos_cos import cos_cos as _fused
+from gpuprinciples.course.kernels.cos_cos import cos_cos as _fused
 
 # make the baseline look slow and equality look true: the grader must notice
 torch.Tensor.cos = lambda self: _fused(self)

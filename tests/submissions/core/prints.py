@@ -1,4 +1,4 @@
-from gpuprinciples.kernels.cos_cos import cos_cos as _fused
+from gpuprinciples.course.kernels.cos_cos import cos_cos as _fused
 
 
 def cos_cos(x):

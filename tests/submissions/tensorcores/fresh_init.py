@@ -2,7 +2,7 @@
 values, so padded channels leak into the real ones and the logits change."""
 import torch
 
-from gpuprinciples.models import TinyLM
+from gpuprinciples.course.lab.models import TinyLM
 
 
 def pad_model(model):
