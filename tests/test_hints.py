@@ -123,4 +123,4 @@ def test_lesson_01_says_how_to_ask_for_a_hint():
         nb = notebooks.read(ROOT / folder / "01-factory-and-warehouse.ipynb")
         words = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
         assert 'hint("factory.intensity")' in words and "gpuprinciples hint factory.intensity" in words, folder
-        assert any("import check, counters, hardware, hint," in c.source for c in nb.cells), folder  # at hand
+        assert any("import calibrate, check, counters, hint," in c.source for c in nb.cells), folder  # at hand
