@@ -2,7 +2,7 @@
 hint state and caches, in a folder of its own that is removed at the end.
 
 A check that passes records the pass in the hint state, which unlocks that exercise's full solution
-(gpuprinciples/hints.py): the solution notebooks pass every check, so a run of them must not unlock
+(gpuprinciples/course/hints.py): the solution notebooks pass every check, so a run of them must not unlock
 the solutions of the learner who ran it. Here, not in tests/conftest.py, so that `pytest --nbval-lax
 solutions` alone is covered too; nbval's kernels inherit this process's environment.
 """
@@ -39,7 +39,7 @@ def pytest_runtest_call(item):
     result = yield
     cell, path = getattr(item, "cell", None), getattr(item, "path", None)
     if cell is not None and path is not None and path.parent.name == "lessons" and path.parent.parent == _ROOT:
-        from gpuprinciples import runtime
+        from gpuprinciples.machine import runtime
         if not runtime.HAS_CUDA:
             why = _lesson_branches().problem(path.stem, cell.source, getattr(item, "test_outputs", None))
             if why:

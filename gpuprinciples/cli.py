@@ -15,9 +15,10 @@ from pathlib import Path
 
 
 def _doctor(args) -> int:
-    from . import runtime
+    from .machine import runtime
+    from .toolchain import selftest
     info = runtime.describe()
-    problem = runtime.self_test()
+    problem = selftest.self_test()
     info["self_test"] = problem or "ok"
     if args.json:
         print(json.dumps(info, indent=2))
@@ -39,11 +40,12 @@ def _doctor(args) -> int:
 
 
 def _grade(args) -> int:
-    from . import display, exercises
-    from .grading import grade
-    from .submission import SubmissionError, from_path, value_from_spec
+    from .course import catalog
+    from .grader import display
+    from .grader.grading import grade
+    from .sandbox.submission import SubmissionError, from_path, value_from_spec
     try:
-        exercise = exercises.get(args.exercise)
+        exercise = catalog.get(args.exercise)
     except KeyError as exc:
         return _usage_error(exc.args[0])
     try:  # a value exercise's answer is a value (on the line, or a literal in a file), never run
@@ -57,10 +59,10 @@ def _grade(args) -> int:
 
 
 def _hint(args) -> int:
-    from . import exercises
-    from .hints import hint
+    from .course import catalog
+    from .course.hints import hint
     try:
-        exercises.get(args.exercise)
+        catalog.get(args.exercise)
     except KeyError as exc:
         return _usage_error(exc.args[0])
     hint(args.exercise)
@@ -68,7 +70,7 @@ def _hint(args) -> int:
 
 
 def _release(args) -> int:
-    from .notebooks import release
+    from .instructor.notebooks import release
     # release() removes every lesson without a solution: a mistyped --solutions would empty lessons/
     if not any(Path(args.solutions).glob("*.ipynb")):
         return _usage_error(f"no notebooks in {Path(args.solutions)} (--solutions names their folder)")
@@ -85,12 +87,13 @@ def _release(args) -> int:
 
 
 def _ceilings(args) -> int:
-    from . import hardware, runtime
+    from .machine import runtime
+    from .measure import calibrate
     if not runtime.HAS_CUDA:
-        c = hardware.measure_cpu_ceilings()
+        c = calibrate.measure_cpu_ceilings()
         print("No GPU here: this CPU's ceilings (CPU figures, not a GPU's).")
     else:
-        c = hardware.ceilings(refresh=args.refresh)
+        c = calibrate.ceilings(refresh=args.refresh)
     print(ceilings_table(c))
     return 0
 
@@ -112,10 +115,10 @@ def ceilings_table(c) -> str:
 
 
 def _bench(args) -> int:
-    from . import exercises
-    from .bench import MODEL_BENCH, grader_main
-    from .bench import main as bench_main
-    from .submission import SubmissionError, from_path
+    from .course import catalog
+    from .instructor.bench import MODEL_BENCH, grader_main
+    from .instructor.bench import main as bench_main
+    from .sandbox.submission import SubmissionError, from_path
     wanted = list(filter(None, (args.only or "").split(",")))
     for item in args.submission:
         exercise_id, sep, spec = item.partition("=")
@@ -130,7 +133,7 @@ def _bench(args) -> int:
         if exercise_id == MODEL_BENCH and not args.grader:  # lesson 10's model: a benchmark, not an exercise
             continue
         try:
-            exercises.get(exercise_id)
+            catalog.get(exercise_id)
         except KeyError as exc:
             return _usage_error(exc.args[0])
     if args.grader:
@@ -141,7 +144,7 @@ def _bench(args) -> int:
 def _gradebook(args) -> int:
     from tqdm import tqdm
 
-    from . import gradebook, intake
+    from .instructor import gradebook, intake
     if args.jobs < 1:
         return _usage_error(f"--jobs {args.jobs}: give at least 1")
     found = intake.find(args.submissions)
@@ -173,18 +176,19 @@ def _gradebook(args) -> int:
 
 
 def _exercises(args) -> int:
-    from . import exercises, gradebook
+    from .course import catalog
+    from .instructor import gradebook
     if args.markdown:
         print(gradebook.exercise_table())
         return 0
-    for ex in exercises.all_exercises().values():
+    for ex in catalog.all_exercises().values():
         cpu, gpu = gradebook.what_is_graded(ex)
         print(f"{ex.id}  ({ex.kind}) {ex.title}\n    without a GPU: {cpu}\n    on a GPU:      {gpu}")
     return 0
 
 
 def _figures(args) -> int:
-    from .figures import main as figures_main
+    from .instructor.figures import main as figures_main
     if args.from_json:
         try:
             json.loads(Path(args.from_json).read_text())

@@ -9,7 +9,7 @@ SUBMISSIONS = ROOT / "tests" / "submissions"
 sys.path.insert(0, str(ROOT))
 
 import gpuprinciples  # noqa: E402,F401  (first: sets interpreter mode before any kernel)
-from gpuprinciples import runtime  # noqa: E402
+from gpuprinciples.machine import runtime  # noqa: E402
 
 # Longest first, so that under pytest-xdist (`-n 2 --dist loadfile`: one file, one notebook per worker at a
 # time) the last minutes are not one worker alone: the Binder install and the browser, then the notebooks,
@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def submission():
     """submission("fusion/x.py", "cos_cos") -> a Submission read from tests/submissions/."""
-    from gpuprinciples.submission import from_path
+    from gpuprinciples.sandbox.submission import from_path
 
     def load(relative: str, name: str):
         return from_path(f"{SUBMISSIONS / relative}:{name}")

@@ -86,7 +86,7 @@ PATHS = {"kernel[grid]": launch_plain, "kernel[grid callable]": launch_grid_call
 
 def matmul_tile(dtype, rows: int, precision: str = "ieee", num_warps: int = 4):
     """Launch tile_matmul on rows×32 by 32×32 random tiles of `dtype`; returns (c, a, b)."""
-    from gpuprinciples import runtime
+    from gpuprinciples.machine import runtime
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(rows, 32, generator=gen).to(dtype).to(runtime.DEVICE)
     b = torch.randn(32, 32, generator=gen).to(dtype).to(runtime.DEVICE)
@@ -105,9 +105,9 @@ SUBMISSIONS = Path(__file__).resolve().parent / "submissions" / "compile"
 def grade_submissions(graded: dict) -> dict:
     """{stem: (exercise, function)} -> {stem: Report}, two at a time on a CPU (each grade mostly waits
     on its child's start-up), one at a time on a GPU (timings must not be disturbed)."""
-    from gpuprinciples import runtime
-    from gpuprinciples.grading import grade
-    from gpuprinciples.submission import from_path
+    from gpuprinciples.grader.grading import grade
+    from gpuprinciples.machine import runtime
+    from gpuprinciples.sandbox.submission import from_path
 
     def one(stem):
         exercise, name = graded[stem]

@@ -28,7 +28,7 @@ A mutant is its good twin with a small change: it names the twin, then the chang
 Each hunk's old lines (those that stay and those removed) must stand exactly once in the twin: otherwise
 materialising fails, so a mutant can never silently grade as its twin. `submission()` grades the result.
 
-Nothing here imports the package at load time: gpuprinciples/verdicts.py loads this file too.
+Nothing here imports the package at load time: gpuprinciples/instructor/verdicts.py loads this file too.
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def submission(path: Path, function: str | None = None):
     """The Submission the grader gets for a fixture (a mutant: materialised, named and importing as itself)."""
     from dataclasses import replace
 
-    from gpuprinciples.submission import from_path
+    from gpuprinciples.sandbox.submission import from_path
     path = Path(path)
     loaded = from_path(f"{source(path)}:{function or header(path)['function']}")
     return replace(loaded, origin=str(path), sys_path=(str(path.parent),)) if loaded.module is None else loaded
@@ -139,7 +139,7 @@ _REPORTS: dict[Path, object] = {}
 
 def grade_fixture(path: Path):
     """Grade one fixture as its header says (exercise, function, seed, timeout)."""
-    from gpuprinciples.grading import grade
+    from gpuprinciples.grader.grading import grade
     h = header(path)
     seed = int(h["seed"]) if "seed" in h else None
     timeout = float(h["timeout"]) if "timeout" in h else None
@@ -154,6 +154,7 @@ def report(path: Path):
     from concurrent.futures import ThreadPoolExecutor
 
     from gpuprinciples import runtime
+    from gpuprinciples.toolchain import compat
     path = Path(path).resolve()
     if path not in _REPORTS:
         batch = [p for p in graded_files() if p.parent == path.parent and runs_on(p, runtime.MODE)
@@ -164,7 +165,7 @@ def report(path: Path):
         # a pass on a GPU includes its timing: graded alone, so that no other grade disturbs it
         alone = [p for p in batch if runtime.HAS_CUDA and header(p)["verdict"] == "passed"]
         # Triton 3.6's interpreter fails its start-up self-test now and then when graders start together
-        workers = 1 if runtime.INTERPRETER and runtime.triton_version() < (3, 9) else 2
+        workers = 1 if runtime.INTERPRETER and compat.triton_version() < (3, 9) else 2
         with ThreadPoolExecutor(max_workers=workers) as pool:
             together = [p for p in batch if p not in alone]
             _REPORTS.update(zip(together, pool.map(grade_fixture, together)))

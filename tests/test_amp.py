@@ -3,9 +3,9 @@ master weights), and wrong conversions failed for the right reason."""
 
 import torch
 
-from gpuprinciples.exercises import amp
-from gpuprinciples.grading import grade
-from gpuprinciples.models import tiny_lm, token_batch
+from gpuprinciples.course.exercises import amp
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.course.lab.models import tiny_lm, token_batch
 
 SEED = 20261202
 

@@ -29,7 +29,7 @@ RUNNER = """
 import json, sys
 import nbformat
 from nbformat.v4 import new_code_cell, new_notebook
-from gpuprinciples import notebooks
+from gpuprinciples.instructor import notebooks
 
 lesson = notebooks.execute(sys.argv[1], timeout=600)  # any error in any cell raises here
 probe = new_notebook(cells=[new_code_cell(

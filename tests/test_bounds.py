@@ -3,11 +3,11 @@
 
 import torch
 
-from gpuprinciples import hardware, roofline, runtime
-from gpuprinciples.exercises import bounds
-from gpuprinciples.grading import grade
-from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
-from gpuprinciples.submission import Submission
+from gpuprinciples import calibrate, roofline, runtime, specs
+from gpuprinciples.course.exercises import bounds
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.sandbox.submission import Submission
 
 # ---- the catalogue ------------------------------------------------------------------------------
 
@@ -19,7 +19,7 @@ def test_work_is_counted_from_the_ops_themselves():
     flops, nbytes = by_name["mm_skinny"]
     assert flops == 2 * 8192 * 8192 * 64 and nbytes == (2 * 8192 * 64 + 8192**2) * 2
     # a matmul below the ridge: memory-bound although it is a matmul
-    assert flops / nbytes < hardware.SPECS["H200"].ridge_point("bf16")
+    assert flops / nbytes < specs.SPECS["H200"].ridge_point("bf16")
 
 
 def test_datasheet_bounds_cover_all_three_and_follow_the_roofline():
@@ -27,13 +27,13 @@ def test_datasheet_bounds_cover_all_three_and_follow_the_roofline():
     assert set(got.values()) == {"compute", "memory", "overhead"}
     assert got["mm_big"] == "compute" and got["mm_skinny"] == "memory" and got["add_tiny"] == "overhead"
     # every datasheet agrees on every op: the answer is a property of the op, not of the chip
-    for key, spec in hardware.SPECS.items():
+    for key, spec in specs.SPECS.items():
         assert got == {op.name: bounds.datasheet_bound(op, spec) for op in bounds.OPS}, key
 
 
 def test_measured_bound_calls_a_slow_run_overhead():
     op = next(o for o in bounds.OPS if o.name == "add_big")
-    ceilings = hardware.Ceilings("cuda", "test", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=700e12)
+    ceilings = calibrate.Ceilings("cuda", "test", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=700e12)
     model = bounds.work(op)[1] / 4e12
     assert bounds.measured_bound(op, model * 1.2, ceilings) == "memory"
     assert bounds.measured_bound(op, model * 10, ceilings) == "overhead"
@@ -66,13 +66,13 @@ def test_classify_never_grades_against_a_live_timing(monkeypatch):
     assert bounds.expected_bounds() == {op.name: bounds.datasheet_bound(op) for op in bounds.OPS}
     # what a loaded GPU would have shown for add_big is not what the check expects
     op = next(o for o in bounds.OPS if o.name == "add_big")
-    loaded = hardware.Ceilings("cuda", "test", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=700e12)
+    loaded = calibrate.Ceilings("cuda", "test", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=700e12)
     assert bounds.measured_bound(op, 10 * bounds.work(op)[1] / 4e12, loaded) == "overhead"
     assert bounds.expected_bounds()["add_big"] == "memory"
 
 
 def test_ridge_point_names_the_sparse_trap():
-    spec = hardware.SPECS["H100"]
+    spec = specs.SPECS["H100"]
     assert grade("bounds.ridge_h100", spec.dense_bf16_tflops / spec.bandwidth_tbs).status == PASSED
     sparse = grade("bounds.ridge_h100", spec.sparse_bf16_tflops / spec.bandwidth_tbs)
     assert sparse.status == FAILED and "sparse" in sparse.reasons[0]
@@ -100,14 +100,14 @@ def test_knee_cases_are_never_borderline():
 def test_a_solution_counts_two_dispatches():
     """The reference passes its own check (tests/test_grader_core.py) in so many dispatches; the mistakes
     fail for their reasons (their headers under tests/submissions/, tests/test_submissions.py)."""
-    solution = Submission("from gpuprinciples.kernels.bounds import mlp_tail\n", "mlp_tail",
-                          "gpuprinciples.kernels.bounds:mlp_tail")
+    solution = Submission("from gpuprinciples.course.kernels.bounds import mlp_tail\n", "mlp_tail",
+                          "gpuprinciples.course.kernels.bounds:mlp_tail")
     counts = grade("bounds.fewer_dispatches", solution).measurements["counts"]
     assert counts["torch_compute_ops"] == {"addmm": 1, "gelu": 1}
 
 
 def test_the_written_out_step_and_the_solution_agree():
-    from gpuprinciples.kernels.bounds import mlp_tail
+    from gpuprinciples.course.kernels.bounds import mlp_tail
     gen = torch.Generator().manual_seed(0)
     x, w, b = torch.randn(7, 33, generator=gen), torch.randn(33, 19, generator=gen), torch.randn(19, generator=gen)
     torch.testing.assert_close(mlp_tail(x, w, b), bounds.mlp_tail_written_out(x, w, b))

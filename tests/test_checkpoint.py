@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from gpuprinciples.exercises import checkpoint as ck
-from gpuprinciples.grading import grade
+from gpuprinciples.course.exercises import checkpoint as ck
+from gpuprinciples.grader.grading import grade
 
 SUBMISSIONS = Path(__file__).parent / "submissions" / "checkpoint"
 per_block = runpy.run_path(str(SUBMISSIONS / "per_block.py"))["fit_budget"]  # the old budget's answer

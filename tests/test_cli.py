@@ -96,7 +96,8 @@ def test_a_closed_pipe_ends_quietly():
 def test_bench_only_takes_the_model_benchmark_by_its_name(monkeypatch, capsys):
     """`bench --only decoder.decode_step` names lesson 10's model benchmark, which is no exercise: it is no usage
     error (here, without a GPU, bench then refuses to time: exit 1); as a --grader id it is one."""
-    from gpuprinciples import bench, runtime
+    from gpuprinciples.instructor import bench
+    from gpuprinciples.machine import runtime
     monkeypatch.setattr(runtime, "HAS_CUDA", False)
     assert cli.main(["bench", "--only", f"fusion.cos_cos,{bench.MODEL_BENCH}"]) == 1
     assert "needs a GPU" in capsys.readouterr().err
@@ -154,10 +155,11 @@ def test_a_timeout_names_the_command_lines_flag():
 
 
 def test_ceilings_prints_a_table_with_units(capsys, monkeypatch):
-    from gpuprinciples import hardware, runtime
+    from gpuprinciples.machine import runtime
+    from gpuprinciples.measure import calibrate
     monkeypatch.setattr(runtime, "HAS_CUDA", False)
-    monkeypatch.setattr(hardware, "measure_cpu_ceilings",
-                        lambda: hardware.Ceilings("cpu", "a test CPU", 38.4e9, 0.15e12, measured_at=0, quick=True))
+    monkeypatch.setattr(calibrate, "measure_cpu_ceilings",
+                        lambda: calibrate.Ceilings("cpu", "a test CPU", 38.4e9, 0.15e12, measured_at=0, quick=True))
     assert cli.main(["ceilings"]) == 0
     out = capsys.readouterr().out
     assert "{" not in out and "copy_bandwidth" not in out  # no raw dict, no raw keys

@@ -5,7 +5,8 @@ import torch
 import triton
 import triton.language as tl
 
-from gpuprinciples import counters, runtime
+from gpuprinciples.machine import runtime
+from gpuprinciples.measure import counters
 
 
 @triton.jit

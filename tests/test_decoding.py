@@ -6,8 +6,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from gpuprinciples import counters, runtime
-from gpuprinciples.decoder import (
+from gpuprinciples.course.exercises import decoding
+from gpuprinciples.course.kernels import decode_step
+from gpuprinciples.course.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
+from gpuprinciples.course.kernels.decode_step import fused_linear, rope_and_cache
+from gpuprinciples.course.kernels.paged_attention import gather_pages, paged_decode_attention
+from gpuprinciples.course.kernels.weight_only_matmul import dequantized_linear, quantize, weight_only_matmul
+from gpuprinciples.course.kit import Case, LiveLoads, judge_live_loads
+from gpuprinciples.course.lab.decoder import (
     LLAMA_1B,
     LLAMA_8B,
     OTHER_KERNELS,
@@ -19,16 +25,11 @@ from gpuprinciples.decoder import (
     kernel_group,
     kv_cache_bytes,
 )
-from gpuprinciples.exercises import decoding
-from gpuprinciples.exercises.base import Case, LiveLoads, judge_live_loads
-from gpuprinciples.grading import grade
-from gpuprinciples.kernels import decode_step
-from gpuprinciples.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
-from gpuprinciples.kernels.decode_step import fused_linear, rope_and_cache
-from gpuprinciples.kernels.paged_attention import gather_pages, paged_decode_attention
-from gpuprinciples.kernels.weight_only_matmul import dequantized_linear, quantize, weight_only_matmul
-from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
-from gpuprinciples.submission import Submission
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.machine import runtime
+from gpuprinciples.measure import counters
+from gpuprinciples.sandbox.submission import Submission
 
 DEVICE = runtime.DEVICE
 DTYPE = torch.float32 if runtime.INTERPRETER else torch.bfloat16
@@ -361,7 +362,7 @@ def test_value_exercises():
 
 
 def test_batch_for_budget_is_a_decision_and_each_wrong_one_says_why():
-    from gpuprinciples.exercises.decoding import RECORDED_SWEEP, STEP_BUDGET_S
+    from gpuprinciples.course.exercises.decoding import RECORDED_SWEEP, STEP_BUDGET_S
     assert RECORDED_SWEEP[64] <= STEP_BUDGET_S < RECORDED_SWEEP[128]  # the recorded curve decides it
     assert grade("decoding.batch_for_budget", 64).status == PASSED
     assert grade("decoding.batch_for_budget", 64.0).status == PASSED
@@ -412,7 +413,7 @@ def test_mha_cache_is_four_times_gqa():
 def solution_reports():
     ids = ["decoding.kv_cache_bytes", "decoding.decode_attention", "decoding.paged_decode_attention"]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        from gpuprinciples.exercises import get
+        from gpuprinciples.course.catalog import get
         return dict(zip(ids, pool.map(lambda i: grade(i, solution(get(i).solution)), ids)))
 
 
@@ -426,7 +427,7 @@ def test_the_package_solutions_pass(solution_reports, exercise_id):
 
 
 def test_a_prediction_is_locked_to_the_first_answer_of_a_session(monkeypatch):
-    from gpuprinciples import grading
+    from gpuprinciples.grader import grading
     monkeypatch.setattr(grading, "_PREDICTIONS", {})
     first = grading.check("decoding.ridge_batch", 1, show=False)  # wrong, and then the measurement shows why
     assert first.status == FAILED

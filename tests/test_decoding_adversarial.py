@@ -7,7 +7,7 @@ import pytest
 from submission_headers import FOLDER, report
 
 from gpuprinciples import runtime
-from gpuprinciples.report import FAILED
+from gpuprinciples.grader.report import FAILED
 
 HERE = FOLDER / "decoding"
 # right values, read wrongly: on a GPU, where loads are not counted, their speed must fail them (K/V read G = 4 times;

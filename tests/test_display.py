@@ -3,8 +3,8 @@
 import io
 import json
 
-from gpuprinciples import display
-from gpuprinciples.report import CheckLine, Report
+from gpuprinciples.grader import display
+from gpuprinciples.grader.report import CheckLine, Report
 
 
 def sample() -> Report:
@@ -98,7 +98,7 @@ def test_a_report_that_did_not_pass_ends_with_the_hint_offer():
 
 
 def test_a_tolerance_never_reads_off_by_more_than_0_percent():
-    from gpuprinciples.exercises import compare_values
+    from gpuprinciples.course.kit import compare_values
     assert compare_values(0.5, 1.0, 0.02) == ["answered 0.5; off by more than 2% (the tolerance)"]
     assert compare_values(0.5, 1.0, 0.001) == ["answered 0.5; off by more than 0.1% (the tolerance)"]
     assert compare_values(0.5, 1.0, 0.025) == ["answered 0.5; off by more than 2.5% (the tolerance)"]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpuprinciples import distributed as D
-from gpuprinciples.grading import grade
-from gpuprinciples.submission import from_path
+from gpuprinciples.course.lab import distributed as D
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.sandbox.submission import from_path
 
 SUBMISSIONS = Path(__file__).parent / "submissions" / "distributed"
 PACKAGE_FILE = Path(D.__file__)
@@ -138,7 +138,7 @@ def test_count_collectives_sees_every_kind_with_its_size():
 
 def test_spawned_ranks_run_a_learner_function():
     # the path the grader takes where CUDA is initialised (a fork could not be trusted there)
-    from gpuprinciples.exercises.distributed import _ring_rank
+    from gpuprinciples.course.exercises.distributed import _ring_rank
     xs = [torch.randn(33), torch.randn(33)]
     results = D.run_ranks(_ring_rank, 2, (D.ring_allreduce,), per_rank=[(x,) for x in xs], method="spawn",
                           timeout=120)
@@ -213,10 +213,10 @@ def _returns_rank(rank, world, *_):
 
 @pytest.fixture
 def zygote():
-    from gpuprinciples import sandbox
-    sandbox.Zygote.current = z = sandbox.Zygote()
+    from gpuprinciples.sandbox import forkserver
+    forkserver.Zygote.current = z = forkserver.Zygote()
     yield z
-    sandbox.Zygote.current = None
+    forkserver.Zygote.current = None
     z.sock.close()
     os.waitpid(z.pid, 0)
 

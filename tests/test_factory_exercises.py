@@ -2,11 +2,11 @@
 
 import pytest
 
-from gpuprinciples import hardware
-from gpuprinciples.grading import grade
-from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.machine import specs
 
-H100 = hardware.SPECS["H100"]
+H100 = specs.SPECS["H100"]
 
 
 @pytest.mark.parametrize("exercise, right, wrong", [

@@ -7,7 +7,9 @@ import re
 import pytest
 
 from conftest import ROOT
-from gpuprinciples import cli, figures, runtime
+from gpuprinciples import cli
+from gpuprinciples.instructor import figures
+from gpuprinciples.machine import runtime
 
 # made-up numbers, chosen so every derived figure is easy to check by hand
 RUN = {

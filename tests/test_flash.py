@@ -6,12 +6,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from gpuprinciples import runtime
-from gpuprinciples.exercises import flash
-from gpuprinciples.grading import grade
-from gpuprinciples.kernels.attention import attention, attention_float64, naive_attention
-from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
-from gpuprinciples.submission import Submission
+from gpuprinciples.course.exercises import flash
+from gpuprinciples.course.kernels.attention import attention, attention_float64, naive_attention
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.machine import runtime
+from gpuprinciples.sandbox.submission import Submission
 
 
 def reasons(report) -> str:
@@ -55,7 +55,7 @@ def test_program_order_changes_nothing_but_the_order():
 
 
 def test_bytes_without_a_cache_give_an_intensity_of_about_block_m():
-    from gpuprinciples.kernels.attention import hbm_bytes_without_cache
+    from gpuprinciples.course.kernels.attention import hbm_bytes_without_cache
     B, H, N, D = 1, 1, 4096, 128
     moved = hbm_bytes_without_cache(B, H, N, D, 128, 2)
     assert moved == 4 * N * D * (1 + N // 128)  # per head, bf16: Q and O once, K and V once per query tile

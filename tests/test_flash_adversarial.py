@@ -10,8 +10,8 @@ import pytest
 from submission_headers import FOLDER, header, report, submission
 
 from gpuprinciples import runtime
-from gpuprinciples.grading import grade
-from gpuprinciples.report import FAILED, PASSED
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, PASSED
 
 FLASH = FOLDER / "flash"
 

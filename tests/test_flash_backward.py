@@ -8,11 +8,13 @@ import math
 import pytest
 import torch
 
-from gpuprinciples import judge, runtime
-from gpuprinciples.exercises import backward as bw
-from gpuprinciples.grading import grade
-from gpuprinciples.report import FAILED, PASSED
-from gpuprinciples.kernels import attention_backward as ab
+from gpuprinciples import runtime
+from gpuprinciples.course.exercises import backward as bw
+from gpuprinciples.course.kernels import attention_backward as ab
+from gpuprinciples.grader import judge
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, PASSED
+from gpuprinciples.toolchain import compat
 
 
 def _float64_grads(q, k, v, do, causal):
@@ -86,7 +88,7 @@ def test_tensor_descriptors_find_an_allocator_on_autograd_threads(monkeypatch):
     monkeypatch.setattr(runtime, "HAS_CUDA", True)
     monkeypatch.setattr(triton, "set_allocator", lambda alloc: None, raising=False)
     monkeypatch.setattr(_allocation.NullAllocator, "__call__", _allocation.NullAllocator.__call__)  # put back after
-    runtime.set_tensor_descriptor_allocator()
+    compat.set_tensor_descriptor_allocator()
     raised = []
 
     def on_another_thread():

@@ -8,13 +8,16 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from gpuprinciples import counters, drawing, exercises, runtime
-from gpuprinciples.grading import grade
-from gpuprinciples.kernels.bias_gelu import bias_gelu, bias_gelu_flat
-from gpuprinciples.kernels.cos_cos import cos_cos
-from gpuprinciples.kernels.layernorm import layernorm
-from gpuprinciples.kernels.softmax import launch_shape, softmax
-from gpuprinciples.kernels.vector_add import vector_add
+from gpuprinciples.course import catalog
+from gpuprinciples.course.kernels.bias_gelu import bias_gelu, bias_gelu_flat
+from gpuprinciples.course.kernels.cos_cos import cos_cos
+from gpuprinciples.course.kernels.layernorm import layernorm
+from gpuprinciples.course.kernels.softmax import launch_shape, softmax
+from gpuprinciples.course.kernels.vector_add import vector_add
+from gpuprinciples.course.lab import drawing
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.machine import runtime
+from gpuprinciples.measure import counters
 
 matplotlib.use("Agg")
 needs_interpreter = pytest.mark.skipif(not runtime.INTERPRETER, reason="bytes are counted under the interpreter")
@@ -113,7 +116,7 @@ def test_the_flat_bias_gelu_is_right_on_ragged_shapes_in_one_pass():
 
 
 def _cases(name, seed=0):
-    return exercises.get(f"fusion.{name}").cases(torch.Generator().manual_seed(seed), "cpu")
+    return catalog.get(f"fusion.{name}").cases(torch.Generator().manual_seed(seed), "cpu")
 
 
 def test_cases_have_tails_and_hard_values():

@@ -22,8 +22,10 @@ import triton
 import triton.language as tl
 
 from gpuprinciples import counters, gpucompile, runtime
-from gpuprinciples.exercises import Case, CompilesForGPU, LaunchesTriton, UsesTensorCores, all_exercises
-from gpuprinciples.report import PASSED
+from gpuprinciples.course.kit import Case, CompilesForGPU, LaunchesTriton, UsesTensorCores
+from gpuprinciples.course.catalog import all_exercises
+from gpuprinciples.grader.report import PASSED
+from gpuprinciples.toolchain import compat, compiling, interpreter
 
 interpreter_only = pytest.mark.skipif(not runtime.INTERPRETER, reason="a shim of Triton's CPU interpreter")
 
@@ -112,9 +114,9 @@ def test_the_signature_is_specialised_as_tritons_jit_does():
     x, y = _tensors(n=4096)
     one = gpucompile.compile_launch(cos_kernel, (x, y, 1), {"BLOCK": 128})
     assert "n=1" in one.signature  # an int equal to 1 becomes a constexpr
-    jit = runtime.jit_function_of(cos_kernel)
-    _, _, by_16, _ = runtime.specialize(jit, runtime.compile_target(), (x, y, 4096), {"BLOCK": 128})
-    _, _, odd, _ = runtime.specialize(jit, runtime.compile_target(), (x[1:], y, 4095), {"BLOCK": 128})
+    jit = compiling.jit_function_of(cos_kernel)
+    _, _, by_16, _ = compiling.specialize(jit, compiling.compile_target(), (x, y, 4096), {"BLOCK": 128})
+    _, _, odd, _ = compiling.specialize(jit, compiling.compile_target(), (x[1:], y, 4095), {"BLOCK": 128})
     assert by_16[(2,)] and not odd[(2,)]  # n divisible by 16 is an attribute of the launch
     assert by_16[(0,)] and not odd[(0,)]  # and so is a 16-byte-aligned pointer
 
@@ -133,7 +135,7 @@ def test_a_kernel_beyond_hopper_shared_memory_is_refused():
                                      {"BM": 256, "BN": 256, "BK": 256, "PRECISION": "tf32"}, num_warps=8,
                                      num_stages=1)
     assert not info.ok and info.refusal == "resources"
-    assert info.shared_bytes > runtime.max_shared_bytes()
+    assert info.shared_bytes > compiling.max_shared_bytes()
     assert "bytes of shared memory per program" in info.error and "smaller tiles" in info.error
 
 
@@ -246,7 +248,7 @@ def test_the_driver_answers_as_hopper():
     props = active.utils.get_device_properties(active.get_active_torch_device().index)
     assert props["multiprocessor_count"] == 132 and props["max_num_regs"] == 65536
     assert props["max_shared_mem"] == 232448 and props["warpSize"] == 32
-    with pytest.raises(runtime.InterpreterLimit, match="needs a GPU"):
+    with pytest.raises(interpreter.InterpreterLimit, match="needs a GPU"):
         triton.testing.do_bench(lambda: None)
 
 
@@ -264,7 +266,7 @@ def test_a_warmup_handle_answers_from_the_compiled_kernel():
 @interpreter_only
 def test_what_the_interpreter_cannot_run_is_named_as_its_limit():
     x, y = _tensors()
-    with pytest.raises(runtime.InterpreterLimit) as caught:
+    with pytest.raises(interpreter.InterpreterLimit) as caught:
         through_inline_asm[(1,)](x, y, x.numel(), BLOCK=128)
     text = str(caught.value)
     assert "interpreter cannot run kernel `through_inline_asm`" in text and "inline_asm" in text
@@ -274,14 +276,14 @@ def test_what_the_interpreter_cannot_run_is_named_as_its_limit():
 
 @interpreter_only
 def test_compiling_leaves_the_interpreter_as_it_was(monkeypatch):
-    from gpuprinciples.kernels.softmax import softmax, softmax_kernel
+    from gpuprinciples.course.kernels.softmax import softmax, softmax_kernel
     monkeypatch.setenv("TRITON_ALWAYS_COMPILE", "1")  # Triton's disk cache would skip the code generator
     x = torch.randn(7, 300)
     before = softmax(x)  # device calls (tl.max, tl.sum) leave triton.language patched for the interpreter
     # ... which the GPU compiler must not see: it failed with "'value' object has no attribute 'dtype'"
     info = gpucompile.compile_launch(softmax_kernel, (x, before, 7, 300, 300, 300), {"ROWS": 2, "BLOCK": 512})
     assert info.ok, info.error
-    assert isinstance(tl.max, runtime.interpreter_module().InterpretedFunction)  # put back after the compile
+    assert isinstance(tl.max, compat.interpreter_module().InterpretedFunction)  # put back after the compile
     assert torch.allclose(softmax(x), torch.softmax(x, dim=-1), atol=1e-6) and torch.equal(softmax(x), before)
 
 

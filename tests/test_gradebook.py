@@ -9,8 +9,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from gpuprinciples import cli, gradebook
-from gpuprinciples.grading import check
+from gpuprinciples import cli
+from gpuprinciples.grader.grading import check
+from gpuprinciples.instructor import gradebook
 
 IMPORTS = "import os\nimport torch, triton\nimport triton.language as tl\nfrom gpuprinciples import check"
 KERNEL = '''
@@ -143,7 +144,7 @@ def test_the_workshop_guide_shows_the_table_the_registry_makes():
 # Layouts, files left out, the page, --jobs
 # ---------------------------------------------------------------------------------------------
 
-from gpuprinciples import intake  # noqa: E402
+from gpuprinciples.instructor import intake  # noqa: E402
 
 PASSING = 'from gpuprinciples import check\ncheck("factory.intensity", 1 / 12)'
 FAILING = 'from gpuprinciples import check\ncheck("factory.intensity", 0.5)'
@@ -226,7 +227,7 @@ def test_the_page_shortens_long_reasons_lists_skipped_files_and_plots_the_class(
 
 
 def test_jobs_runs_notebooks_in_parallel_processes_on_a_cpu(tmp_path, capsys, monkeypatch):
-    from gpuprinciples import runtime
+    from gpuprinciples.machine import runtime
     if runtime.HAS_CUDA:
         pytest.skip("the CPU path: with a GPU, workers are one per GPU (test above)")
     root = tmp_path / "class"

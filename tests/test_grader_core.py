@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpuprinciples import exercises, runtime
-from gpuprinciples.grading import grade
-from gpuprinciples.report import ERROR, FAILED, NOT_ATTEMPTED, PASSED
-from gpuprinciples.submission import from_function, from_path
+from gpuprinciples.course import catalog
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import ERROR, FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.machine import runtime
+from gpuprinciples.sandbox.submission import from_function, from_path
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -24,14 +25,14 @@ def reasons(report) -> str:
 
 
 def reference_solutions():
-    for ex in exercises.all_exercises().values():
+    for ex in catalog.all_exercises().values():
         if getattr(ex, "solution", None) is not None and ex.kind == "function":
             module, name = ex.solution.split(":")
             yield ex, importlib.import_module(module), name
 
 
 def test_every_reference_solution_passes_its_own_check_given_as_an_imported_function():
-    """As an instructor does it: `from gpuprinciples.kernels.attention import attention; check(...)`.
+    """As an instructor does it: `from gpuprinciples.course.kernels.attention import attention; check(...)`.
     The child imports the module by name (its relative imports work), not a copy of its file."""
     checked = 0
     for ex, module, name in reference_solutions():
@@ -151,7 +152,7 @@ def test_lambda_is_refused_with_a_sentence():
 
 
 def test_same_seed_same_cases_new_seed_new_cases():
-    ex = exercises.get("fusion.cos_cos")
+    ex = catalog.get("fusion.cos_cos")
     a = ex.cases(torch.Generator().manual_seed(1), "cpu")
     b = ex.cases(torch.Generator().manual_seed(1), "cpu")
     c = ex.cases(torch.Generator().manual_seed(2), "cpu")
@@ -160,7 +161,7 @@ def test_same_seed_same_cases_new_seed_new_cases():
 
 
 def test_sizes_include_ones_no_block_divides():
-    ex = exercises.get("fusion.cos_cos")
+    ex = catalog.get("fusion.cos_cos")
     cases = ex.cases(torch.Generator().manual_seed(0), "cpu")
     assert any(c.args[0].numel() % 16 for c in cases)
     assert any(c.args[0].abs().max() > 1000 for c in cases if torch.isfinite(c.args[0]).all())
@@ -168,7 +169,7 @@ def test_sizes_include_ones_no_block_divides():
 
 
 def test_softmax_cases_include_strided_views():
-    ex = exercises.get("fusion.softmax")
+    ex = catalog.get("fusion.softmax")
     cases = ex.cases(torch.Generator().manual_seed(0), "cpu")
     assert any(not c.args[0].is_contiguous() for c in cases)
 
@@ -186,7 +187,7 @@ def run_cli(*args):
 
 def test_cli_grade_json_pass_and_fields(tmp_path):
     good = tmp_path / "good.py"
-    good.write_text("from gpuprinciples.kernels.cos_cos import cos_cos\n")
+    good.write_text("from gpuprinciples.course.kernels.cos_cos import cos_cos\n")
     done = run_cli("grade", "fusion.cos_cos", f"{good}:cos_cos", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     data = json.loads(done.stdout)
@@ -232,8 +233,8 @@ def test_baselines_run_under_the_counters_only_when_the_host_time_is_timed():
 
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-    from gpuprinciples import worker
-    from gpuprinciples.exercises.base import Timing, compiled
+    from gpuprinciples.course.kit import Timing, compiled
+    from gpuprinciples.grader import worker
 
     under_mode = []
 
@@ -261,8 +262,8 @@ def test_every_timed_call_gets_values_no_call_saw_before():
     inputs again to check its output."""
     from types import SimpleNamespace
 
-    from gpuprinciples import judge, worker
-    from gpuprinciples.exercises.base import Timing
+    from gpuprinciples.course.kit import Timing
+    from gpuprinciples.grader import judge, worker
 
     def make(gen, device):
         return (torch.randn(64, generator=gen),)

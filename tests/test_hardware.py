@@ -1,4 +1,4 @@
-"""hardware.py: datasheets, name matching, CPU ceilings and the cache."""
+"""machine/specs.py and measure/calibrate.py: datasheets, name matching, CPU ceilings and the cache."""
 
 import json
 import time
@@ -6,8 +6,10 @@ import time
 import pytest
 import torch
 
-from gpuprinciples import hardware
-from gpuprinciples.hardware import SPECS, Ceilings, spec_for_device_name
+from gpuprinciples.machine import specs
+from gpuprinciples.machine.specs import SPECS, spec_for_device_name
+from gpuprinciples.measure import calibrate
+from gpuprinciples.measure.calibrate import Ceilings
 
 
 def test_specs_are_sane_dense_figures():
@@ -49,7 +51,7 @@ def test_other_boards_get_no_sheet(name):
 
 
 def test_cpu_ceilings_are_measured_and_labelled():
-    c = hardware.measure_cpu_ceilings(quick=True)
+    c = calibrate.measure_cpu_ceilings(quick=True)
     assert c.device == "cpu" and c.device_name.startswith("CPU")
     assert c.copy_bandwidth > 1e8  # > 0.1 GB/s: any machine that runs torch
     assert c.fp32_flops > 1e8
@@ -61,15 +63,15 @@ def test_cpu_ceilings_are_measured_and_labelled():
 
 
 def test_measure_ceilings_on_cpu_is_the_cpu_measurement():
-    assert hardware.measure_ceilings("cpu", quick=True).device == "cpu"
+    assert calibrate.measure_ceilings("cpu", quick=True).device == "cpu"
 
 
 def test_tf32_switch_restores_the_previous_setting():
     matmul = torch.backends.cuda.matmul
     before = matmul.fp32_precision
-    with hardware.tf32_matmul(True):
+    with calibrate.tf32_matmul(True):
         assert matmul.fp32_precision == "tf32"
-        with hardware.tf32_matmul(False):
+        with calibrate.tf32_matmul(False):
             assert matmul.fp32_precision == "ieee"
         assert matmul.fp32_precision == "tf32"
     assert matmul.fp32_precision == before
@@ -78,34 +80,34 @@ def test_tf32_switch_restores_the_previous_setting():
 def test_cache_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path))
     c = Ceilings("cuda", "NVIDIA H200", 4.27e12, 51e12, 688e12, 362e12, time.time())
-    path = hardware.save_ceilings(c)
+    path = calibrate.save_ceilings(c)
     assert path.parent == tmp_path
-    assert hardware.load_ceilings("NVIDIA H200") == c
-    assert hardware.load_ceilings("NVIDIA H100 80GB HBM3") is None  # keyed by GPU name
+    assert calibrate.load_ceilings("NVIDIA H200") == c
+    assert calibrate.load_ceilings("NVIDIA H100 80GB HBM3") is None  # keyed by GPU name
     stale = Ceilings("cuda", "NVIDIA H200", 4.27e12, 51e12, 688e12, 362e12, time.time() - 13 * 3600)
-    hardware.save_ceilings(stale)
-    assert hardware.load_ceilings("NVIDIA H200") is None  # older than 12 hours
+    calibrate.save_ceilings(stale)
+    assert calibrate.load_ceilings("NVIDIA H200") is None  # older than 12 hours
     path.write_text("{not json")
-    assert hardware.load_ceilings("NVIDIA H200") is None
+    assert calibrate.load_ceilings("NVIDIA H200") is None
 
 
 def test_ceilings_measures_once_then_reuses(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path))
-    first = hardware.ceilings(device="cpu", quick=True)
+    first = calibrate.ceilings(device="cpu", quick=True)
     assert len(list(tmp_path.glob("ceilings-*.json"))) == 1
-    assert hardware.ceilings(device="cpu", quick=True) == first  # from the cache
-    again = hardware.ceilings(device="cpu", quick=True, refresh=True)
+    assert calibrate.ceilings(device="cpu", quick=True) == first  # from the cache
+    again = calibrate.ceilings(device="cpu", quick=True, refresh=True)
     assert again.measured_at > first.measured_at
     saved = json.loads(next(tmp_path.glob("ceilings-*.json")).read_text())
     assert saved["measured_at"] == again.measured_at and saved["device"] == "cpu"
 
 
 def test_l2_comes_from_the_gpu_and_the_table_only_from_a_published_sheet(monkeypatch):
-    assert hardware.SPECS["H200"].l2_mib is None  # no NVIDIA datasheet states the H200's L2
-    assert hardware.SPECS["H100"].l2_mib == 50  # the H100 whitepaper's, SXM5
+    assert specs.SPECS["H200"].l2_mib is None  # no NVIDIA datasheet states the H200's L2
+    assert specs.SPECS["H100"].l2_mib == 50  # the H100 whitepaper's, SXM5
     if not torch.cuda.is_available():
-        assert hardware.l2_bytes() is None
+        assert specs.l2_bytes() is None
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda i: type("Props", (), {"L2_cache_size": 62_914_560})())
-    assert hardware.l2_bytes() == 62_914_560  # what the course's H200 reported
+    assert specs.l2_bytes() == 62_914_560  # what the course's H200 reported

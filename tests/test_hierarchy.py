@@ -7,13 +7,15 @@ import torch
 import triton
 import triton.language as tl
 
-from gpuprinciples import counters, occupancy, runtime
-from gpuprinciples.exercises import hierarchy
-from gpuprinciples.exercises.base import Case
-from gpuprinciples.grading import grade
-from gpuprinciples.kernels import matmul as mm
-from gpuprinciples.report import FAILED, NOT_ATTEMPTED, PASSED
-from gpuprinciples.submission import Submission
+from gpuprinciples.course.exercises import hierarchy
+from gpuprinciples.course.kernels import matmul as mm
+from gpuprinciples.course.kit import Case
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, NOT_ATTEMPTED, PASSED
+from gpuprinciples.machine import occupancy, runtime
+from gpuprinciples.measure import counters
+from gpuprinciples.sandbox.submission import Submission
+from gpuprinciples.toolchain import compiling
 
 
 def reasons(report) -> str:
@@ -125,7 +127,7 @@ RAGGED_SIGNATURE = (8191, 8200, 8184, 8184, 8200, 8200)  # M, N, K and the row s
 def test_ragged_pointer_loads_need_the_hint_to_be_pipelined(align):
     """Compiled for sm_90 as launched on 8191×8200×8184 (ints not divisible by 16): with the hint, 16-byte
     cp.async copies pipelined through shared memory; without it, 2-byte loads and no pipeline."""
-    from gpuprinciples import gpucompile
+    from gpuprinciples.toolchain import gpucompile
 
     t = torch.empty(16, 16, dtype=torch.bfloat16)
     cfg = replace(mm.GPU_CONFIG, desc="")
@@ -140,7 +142,7 @@ def test_ragged_pointer_loads_need_the_hint_to_be_pipelined(align):
 
 
 def test_a_fourth_stage_fits_when_c_is_stored_in_halves():
-    from gpuprinciples import gpucompile
+    from gpuprinciples.toolchain import gpucompile
 
     sig = {"A": "*bf16", "B": "*bf16", "C": "*bf16", "M": "i32", "N": "i32", "K": "i32", "stride_am": "i32",
            "stride_bk": "i32", "stride_cm": "i32"}
@@ -148,7 +150,7 @@ def test_a_fourth_stage_fits_when_c_is_stored_in_halves():
     halves = gpucompile.compile_kernel(mm.matmul_kernel, sig, mm.kernel_constexprs(replace(mm.GPU_CONFIG, split_c=2)),
                                        8, 4)
     assert not whole.ok and whole.refusal == "resources"
-    assert halves.ok and halves.shared_bytes <= runtime.max_shared_bytes(), halves.error
+    assert halves.ok and halves.shared_bytes <= compiling.max_shared_bytes(), halves.error
 
 
 @triton.jit
@@ -301,10 +303,10 @@ def test_each_wrong_working_set_fails_with_its_own_sentence(answer, says):
 
 def test_the_largest_fp32_tile_that_fits_needs_a_smaller_bk():
     fits = hierarchy.compile_fp32_launch(dict(BM=128, BN=256, BK=16, num_warps=8, num_stages=3))
-    assert fits.ok and fits.spills == 0 and fits.wgmma and fits.shared_bytes <= runtime.max_shared_bytes()
+    assert fits.ok and fits.spills == 0 and fits.wgmma and fits.shared_bytes <= compiling.max_shared_bytes()
     assert hierarchy.BEST_FP32_INTENSITY == pytest.approx(85.33, abs=0.01)
     # no 256×256 launch fits: its float32 output tile staged for the TMA store is over the limit on its own
-    assert 256 * 256 * 4 > runtime.max_shared_bytes()
+    assert 256 * 256 * 4 > compiling.max_shared_bytes()
     assert not hierarchy.compile_fp32_launch(dict(BM=256, BN=256, BK=8, num_warps=8, num_stages=3)).ok
     for answer in (dict(BM=128, BN=256, BK=16, num_warps=8, num_stages=3), (256, 128, 16, 8, 3),
                    replace(mm.Config(), BK=16)):
@@ -330,7 +332,7 @@ def test_each_wrong_launch_fails_with_its_own_sentence(answer, says):
 
 
 def test_read_kernel_reads_every_pass():
-    from gpuprinciples.kernels import bandwidth
+    from gpuprinciples.course.kernels import bandwidth
 
     x = torch.rand(4 * 2 * 64)
     rotating = bandwidth.read_once(x, programs=4, passes=3, step=1, block=64)  # every chunk, three times over
@@ -340,7 +342,7 @@ def test_read_kernel_reads_every_pass():
 
 
 def test_pointer_chase_follows_one_cycle_through_every_entry():
-    from gpuprinciples.kernels import bandwidth
+    from gpuprinciples.course.kernels import bandwidth
 
     nxt = bandwidth.random_cycle(500, "cpu")
     seen, i = set(), 0

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import gpuprinciples
-from gpuprinciples import exercises, hints
-from gpuprinciples.grading import check
+from gpuprinciples.course import catalog, hints
+from gpuprinciples.grader.grading import check
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSES_A_CHECK = "tests/fixtures/hints/passes_a_check.ipynb"
@@ -25,7 +25,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_tiers_in_order_then_the_solution_with_its_kernel(cache):
-    tiers = exercises.get("fusion.softmax").hints
+    tiers = catalog.get("fusion.softmax").hints
     assert len(tiers) >= 2
     for k, text in enumerate(tiers, 1):
         shown = hints.reveal("fusion.softmax")
@@ -68,7 +68,7 @@ def test_top_level_hint_prints_the_first_tier(capsys):
 
 
 def test_every_function_exercise_has_a_readable_solution():
-    for ex in exercises.all_exercises().values():
+    for ex in catalog.all_exercises().values():
         if ex.kind == "function":
             text = hints.solution_text(ex)
             assert "def " in text, ex.id
@@ -95,11 +95,11 @@ def test_a_pytest_run_of_notebooks_leaves_the_learners_hint_state_alone(tmp_path
 
 def test_every_report_that_did_not_pass_offers_the_next_hint(cache):
     failed = check("factory.intensity", 0.5, show=False)
-    tiers = len(exercises.get("factory.intensity").hints)
+    tiers = len(catalog.get("factory.intensity").hints)
     assert failed.hint == 'Stuck? Run hint("factory.intensity") in a cell (from gpuprinciples import hint) ' \
                           f'for hint 1 of {tiers}, then the solution after the last.'
     assert failed.hint in str(failed) and failed.to_dict()["hint"] == failed.hint
-    for _ in exercises.get("factory.intensity").hints:
+    for _ in catalog.get("factory.intensity").hints:
         hints.reveal("factory.intensity")
     assert "the solution (you have seen every hint)" in check("factory.intensity", 0.5, show=False).hint
     unsolved = check("fusion.cos_cos", lambda_free_stub, show=False)
@@ -118,9 +118,9 @@ def lambda_free_stub(x):
 
 def test_lesson_01_says_how_to_ask_for_a_hint():
     """The tiers are no use if nobody finds them: the first lesson says how, in both forms."""
-    from gpuprinciples import notebooks
+    from gpuprinciples.instructor import notebooks
     for folder in ("solutions", "lessons"):
         nb = notebooks.read(ROOT / folder / "01-factory-and-warehouse.ipynb")
         words = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
         assert 'hint("factory.intensity")' in words and "gpuprinciples hint factory.intensity" in words, folder
-        assert any("import check, counters, hardware, hint," in c.source for c in nb.cells), folder  # at hand
+        assert any("import calibrate, check, counters, hint," in c.source for c in nb.cells), folder  # at hand

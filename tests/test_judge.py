@@ -5,12 +5,14 @@ import json
 import pytest
 import torch
 
-from gpuprinciples import channel, exercises, judge
-from gpuprinciples.channel import CaseResult, TimingResult
-from gpuprinciples.exercises import Case, LaunchesTriton, MaxLaunches, Timing
-from gpuprinciples.report import CheckLine, Report
+from gpuprinciples.course import catalog
+from gpuprinciples.course.kit import Case, LaunchesTriton, MaxLaunches, Timing
+from gpuprinciples.grader import judge
+from gpuprinciples.grader.report import CheckLine, Report
+from gpuprinciples.sandbox import channel
+from gpuprinciples.sandbox.channel import CaseResult, TimingResult
 
-COS = exercises.get("fusion.cos_cos")
+COS = catalog.get("fusion.cos_cos")
 
 
 def counts(launches=1, **extra):
@@ -212,8 +214,8 @@ def test_a_value_check_carries_no_interpreter_banner():
 
 
 def test_an_unanswered_value_exercise_is_not_attempted_and_points_to_this_cell():
-    from gpuprinciples.grading import grade
-    from gpuprinciples.report import NOT_ATTEMPTED
+    from gpuprinciples.grader.grading import grade
+    from gpuprinciples.grader.report import NOT_ATTEMPTED
     for empty in (None, ...):
         r = grade("bounds.ridge_h100", empty)
         assert r.status == NOT_ATTEMPTED

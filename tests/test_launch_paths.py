@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from gpuprinciples import counters, gpucompile, runtime
-from gpuprinciples.report import PASSED
+from gpuprinciples.grader.report import PASSED
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuprinciples import notebooks
+from gpuprinciples.instructor import notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "solutions").glob("*.ipynb")) + sorted((ROOT / "lessons").glob("*.ipynb"))

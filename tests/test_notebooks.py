@@ -7,8 +7,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-from gpuprinciples import notebooks
-from gpuprinciples.notebooks import RAISE_STUB, make_lesson, release
+from gpuprinciples.instructor import notebooks
+from gpuprinciples.instructor.notebooks import RAISE_STUB, make_lesson, release
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

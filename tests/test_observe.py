@@ -15,8 +15,10 @@ import torch
 import triton
 import triton.language as tl
 
-from gpuprinciples import counters, honesty, observe, runtime
-from gpuprinciples.worker import _watched_entry
+from gpuprinciples.grader import honesty
+from gpuprinciples.grader.worker import _watched_entry
+from gpuprinciples.machine import runtime
+from gpuprinciples.measure import counters, observe
 
 DEVICE = "cuda" if runtime.HAS_CUDA else "cpu"
 
@@ -158,7 +160,7 @@ def test_what_a_module_leaves_at_import_is_named():
 
 
 def test_statistics_come_from_raw_rounds_in_the_grader():
-    from gpuprinciples import timing
+    from gpuprinciples.measure import timing
     rounds = [{"yours": 1.0, "fp32": 2.0}, {"yours": 1.0, "fp32": 2.2}, {"yours": 1.1, "fp32": 2.0}]
     summary = timing.summarize_rounds(rounds, "yours", "fp32")
     assert summary["median_ms"] == {"yours": 1000.0, "fp32": 2000.0}

@@ -3,7 +3,7 @@
 The fixtures under tests/submissions/verdict/ state their expected verdict in header lines (tests/test_submissions.py
 grades them with the rest); the gpu-marked tests grade every reference solution on the GPU, and compare the GPU's
 requirement lines for the repo's fixtures with the CPU's (tests/fixtures/cpu_verdicts.json, written by
-`python -m gpuprinciples.verdicts --write`).
+`python -m gpuprinciples.instructor.verdicts --write`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from submission_headers import FOLDER, report
 
-from gpuprinciples.exercises import BytesWithin, Case
-from gpuprinciples.grading import grade
-from gpuprinciples.judge import CaseVerdict, judge_requirements
-from gpuprinciples.report import PASSED
-from gpuprinciples.submission import from_path
+from gpuprinciples.course.kit import BytesWithin, Case
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.judge import CaseVerdict, judge_requirements
+from gpuprinciples.grader.report import PASSED
+from gpuprinciples.sandbox.submission import from_path
 
 
 def test_a_persistent_autotuned_matmul_compiles_each_configuration_once():
@@ -48,7 +48,7 @@ def test_pytorch_copies_fail_the_byte_budget_where_loads_are_not_counted():
 
 def test_no_tick_without_evidence():
     """A plain-PyTorch answer compiled nothing: 'compiles for sm_90' is not judged, never '✓ on 7 of 7'."""
-    from gpuprinciples.exercises import CompilesForGPU
+    from gpuprinciples.course.kit import CompilesForGPU
     verdict = _bytes_case(0)
     verdict.counts["compiled"] = []
     line, = judge_requirements((CompilesForGPU(),), [verdict], "cpu")
@@ -61,9 +61,9 @@ def test_no_tick_without_evidence():
 def test_no_projection_of_nothing():
     import torch
 
-    from gpuprinciples import exercises
-    from gpuprinciples.judge import byte_summary
-    ex = exercises.get("fusion.cos_cos")
+    from gpuprinciples.course import catalog
+    from gpuprinciples.grader.judge import byte_summary
+    ex = catalog.get("fusion.cos_cos")
     case = ex.cases(torch.Generator().manual_seed(0), "cpu")[0]
     none = byte_summary(ex, case, {"load_bytes": 0, "store_bytes": 0, "torch_bytes": 0, "triton_launches": 0},
                         {"H200": 4.8e12})
@@ -91,11 +91,11 @@ def _log(name: str, text: str) -> None:
 
 
 def test_the_recorded_cpu_verdicts_cover_every_compared_fixture():
-    """tests/fixtures/cpu_verdicts.json is re-recorded (python -m gpuprinciples.verdicts --write ...) when a
+    """tests/fixtures/cpu_verdicts.json is re-recorded (python -m gpuprinciples.instructor.verdicts --write ...) when a
     fixture is added: otherwise the GPU's lines for it would be compared with nothing."""
     import json
 
-    from gpuprinciples import verdicts
+    from gpuprinciples.instructor import verdicts
     recorded = json.loads(CPU_VERDICTS.read_text())
     assert recorded["mode"] == "cpu"
     assert sorted(recorded["fixtures"]) == sorted(path for path, _, _ in verdicts.fixtures())
@@ -108,10 +108,10 @@ def test_every_reference_solution_passes_on_the_gpu():
     import importlib
     import time
 
-    from gpuprinciples import exercises
-    from gpuprinciples.submission import from_function
+    from gpuprinciples.course import catalog
+    from gpuprinciples.sandbox.submission import from_function
     failed = {}
-    for ex in exercises.all_exercises().values():
+    for ex in catalog.all_exercises().values():
         if ex.kind != "function" or not getattr(ex, "solution", None):
             continue
         module, name = ex.solution.split(":")
@@ -130,7 +130,7 @@ def test_the_gpu_judges_the_fixtures_as_the_cpu_did(monkeypatch):
     machine cannot measure is listed in the table, not compared)."""
     import json
 
-    from gpuprinciples import verdicts
+    from gpuprinciples.instructor import verdicts
     monkeypatch.setenv("GPUPRINCIPLES_UNTIMED", "1")  # the lines compared are not timed ones
     cpu = json.loads(CPU_VERDICTS.read_text())["fixtures"]
     entries = [(path, v["exercise"], v["function"]) for path, v in sorted(cpu.items())]
@@ -147,7 +147,7 @@ def test_the_gpu_judges_the_fixtures_as_the_cpu_did(monkeypatch):
 
 
 def test_the_compile_pass_says_which_gpu_generations_accept_the_kernels():
-    from gpuprinciples.kernels.cos_cos import __file__ as kernel_file
+    from gpuprinciples.course.kernels.cos_cos import __file__ as kernel_file
     report = grade("fusion.cos_cos", from_path(f"{kernel_file}:cos_cos"))
     generations = report.measurements["compiles for (the GPU's cases, compiled here)"]
     assert set(generations) == {"sm_80 (A100)", "sm_90 (H100/H200)", "sm_100 (B200)"}
@@ -159,7 +159,7 @@ def test_the_compile_pass_says_which_gpu_generations_accept_the_kernels():
 def test_a_case_the_compiler_refused_fails_compiles_for_the_gpu_on_both_machines():
     """On a GPU a refused launch raises Triton's CompilationError and the case errs; the requirement line must
     say False there as on a CPU (whose compile pass meets the same refusal), not tick the cases that ran."""
-    from gpuprinciples.exercises import CompilesForGPU
+    from gpuprinciples.course.kit import CompilesForGPU
     ran, refused = _bytes_case(0), CaseVerdict(Case("(1896,) normal bfloat16", ()))
     ran.counts["compiled"] = [{"ok": True}]
     refused.error = "kernel `k` does not compile for this GPU: the GPU compiler refuses it with \"Expected dtype\""
@@ -173,8 +173,8 @@ def test_a_gpu_out_of_resources_reads_like_the_cpus_refusal():
     not compile for the GPU, so 'compiles for the GPU' fails there as the CPU's compile pass fails it."""
     from triton.runtime.errors import OutOfResources
 
-    from gpuprinciples.exercises import CompilesForGPU
-    from gpuprinciples.gpucompile import compile_error_sentence
+    from gpuprinciples.course.kit import CompilesForGPU
+    from gpuprinciples.toolchain.gpucompile import compile_error_sentence
     sentence = compile_error_sentence(OutOfResources(393216, 232448, "shared memory"))
     assert "393,216 bytes of shared memory" in sentence and "232,448" in sentence
     assert CompilesForGPU().evaluate_error(sentence, None) == sentence

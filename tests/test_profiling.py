@@ -9,11 +9,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from gpuprinciples import profiling
-from gpuprinciples.exercises import profiling as ex
-from gpuprinciples.grading import grade
-from gpuprinciples.kernels.profiling import bottleneck, sgd_momentum
-from gpuprinciples.report import FAILED, PASSED
-from gpuprinciples.submission import Submission
+from gpuprinciples.course.exercises import profiling as ex
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.course.kernels.profiling import bottleneck, sgd_momentum
+from gpuprinciples.grader.report import FAILED, PASSED
+from gpuprinciples.sandbox.submission import Submission
 
 # ---- real profiles as rows ----------------------------------------------------------------------
 
@@ -152,7 +152,7 @@ def test_the_loop_and_the_foreach_update_agree():
 def test_foreach_solution_dispatches_three_times_for_any_number_of_tensors():
     """The reference passes its own check (tests/test_grader_core.py) in so many dispatches; the mistakes
     fail for their reasons (their headers under tests/submissions/, tests/test_submissions.py)."""
-    solution = Submission("from gpuprinciples.kernels.profiling import sgd_momentum\n", "sgd_momentum",
-                          "gpuprinciples.kernels.profiling:sgd_momentum")
+    solution = Submission("from gpuprinciples.course.kernels.profiling import sgd_momentum\n", "sgd_momentum",
+                          "gpuprinciples.course.kernels.profiling:sgd_momentum")
     counts = grade("profiling.foreach_sgd", solution).measurements["counts"]
     assert sum(counts["torch_compute_ops"].values()) == 3

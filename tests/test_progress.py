@@ -1,8 +1,8 @@
-"""gpuprinciples.progress: the bars the slow notebook cells show."""
+"""gpuprinciples.course.lab.progress: the bars the slow notebook cells show."""
 
 import time
 
-from gpuprinciples.progress import bar, ticking
+from gpuprinciples.course.lab.progress import bar, ticking
 
 
 def test_bar_passes_every_item_through():
@@ -28,7 +28,7 @@ def test_ticking_disabled_draws_nothing(capsys):
 
 def test_a_check_clears_its_progress_line_before_the_verdict(capsys, monkeypatch, tmp_path):
     """`check()` shows "grading …" while it works; the verdict must not sit under a leftover progress line."""
-    from gpuprinciples.grading import check
+    from gpuprinciples.grader.grading import check
     monkeypatch.setenv("GPUPRINCIPLES_CACHE_DIR", str(tmp_path))
     with ticking("kept", every_s=0.05):
         time.sleep(0.1)

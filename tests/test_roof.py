@@ -5,10 +5,13 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from gpuprinciples import exercises, judge, roofline
-from gpuprinciples.channel import TimingResult
-from gpuprinciples.exercises import Timing, decoding
-from gpuprinciples.hardware import Ceilings
+from gpuprinciples.course import catalog
+from gpuprinciples.course.exercises import decoding
+from gpuprinciples.course.kit import Timing
+from gpuprinciples.course.lab import roofline
+from gpuprinciples.grader import judge
+from gpuprinciples.measure.calibrate import Ceilings
+from gpuprinciples.sandbox.channel import TimingResult
 
 H200ISH = Ceilings("cuda", "test GPU", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=800e12, tf32_flops=400e12)
 
@@ -69,13 +72,13 @@ def _timing_args(spec, monkeypatch):
     return spec.inputs(torch.Generator().manual_seed(0), "cpu")
 
 
-TIMED = [(ex.id, k) for ex in exercises.all_exercises().values() if getattr(ex, "timing", None) is not None
+TIMED = [(ex.id, k) for ex in catalog.all_exercises().values() if getattr(ex, "timing", None) is not None
          for k in range(len(ex.timing.each()))]
 
 
 @pytest.mark.parametrize("exercise_id,which", TIMED, ids=[f"{e}[{k}]" for e, k in TIMED])
 def test_every_timed_exercise_reports_its_fraction_of_the_roof(exercise_id, which, monkeypatch):
-    spec = exercises.get(exercise_id).timing.each()[which]
+    spec = catalog.get(exercise_id).timing.each()[which]
     args = _timing_args(spec, monkeypatch)
     verdict = _verdict_at(spec, args, 0.5)
     assert not verdict.implausible, verdict.implausible

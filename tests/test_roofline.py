@@ -10,8 +10,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from gpuprinciples import roofline as rl  # noqa: E402
-from gpuprinciples.hardware import SPECS, Ceilings  # noqa: E402
+from gpuprinciples.course.lab import roofline as rl  # noqa: E402
+from gpuprinciples.machine.specs import SPECS  # noqa: E402
+from gpuprinciples.measure.calibrate import Ceilings
 
 PEAK, BW = 100e12, 2e12  # a made-up GPU: ridge at 50 FLOP/byte
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuprinciples import runtime
+from gpuprinciples.machine import runtime
+from gpuprinciples.toolchain import compat, selftest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +22,7 @@ def test_mode_matches_the_machine():
     assert runtime.MODE == ("gpu" if runtime.HAS_CUDA else "cpu")
     assert runtime.INTERPRETER == (not runtime.HAS_CUDA) or os.environ.get("TRITON_INTERPRET") == "1"
     assert runtime.sizes(cpu=1, gpu=2) == (2 if runtime.HAS_CUDA else 1)
-    assert runtime.self_test() is None
+    assert selftest.self_test() is None
 
 
 def test_importing_the_package_turns_on_the_interpreter_before_kernels_exist():
@@ -33,10 +34,10 @@ def test_importing_the_package_turns_on_the_interpreter_before_kernels_exist():
 
 @pytest.mark.skipif(not runtime.INTERPRETER, reason="breaks the interpreter on purpose")
 def test_a_triton_that_stores_nothing_is_caught():
-    code = ("import gpuprinciples\nfrom gpuprinciples import runtime\n"
-            "B = runtime.interpreter_module().InterpreterBuilder\n"
+    code = ("import gpuprinciples\nfrom gpuprinciples.toolchain import compat, selftest\n"
+            "B = compat.interpreter_module().InterpreterBuilder\n"
             "B.create_masked_store = lambda self, *a, **k: None\n"
-            "print(runtime.self_test())")
+            "print(selftest.self_test())")
     done = python(code)
     assert done.returncode == 0, done.stderr
     assert "known-answer kernel returned wrong values" in done.stdout
@@ -45,7 +46,7 @@ def test_a_triton_that_stores_nothing_is_caught():
 def test_describe_and_versions():
     info = runtime.describe()
     assert info["mode"] == runtime.MODE and info["triton"] != "missing"
-    assert runtime.triton_version() >= (3, 6)
+    assert compat.triton_version() >= (3, 6)
 
 
 def test_a_mask_built_from_a_scalar_comparison_loads_and_stores():
@@ -54,7 +55,7 @@ def test_a_mask_built_from_a_scalar_comparison_loads_and_stores():
     import triton
     import triton.language as tl
 
-    from gpuprinciples import counters
+    from gpuprinciples.measure import counters
 
     @triton.jit
     def masked_copy(X, Y, n, G: tl.constexpr):

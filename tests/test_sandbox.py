@@ -9,10 +9,10 @@ import signal
 import psutil
 import pytest
 
-from gpuprinciples import sandbox
-from gpuprinciples.grading import grade
-from gpuprinciples.report import PASSED
-from gpuprinciples.sandbox import ForkServer
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import PASSED
+from gpuprinciples.sandbox import processes
+from gpuprinciples.sandbox.forkserver import ForkServer
 
 COS = "fusion.cos_cos"
 
@@ -72,11 +72,11 @@ def test_kill_tree_takes_every_descendant():
                              "for _ in range(3):\n    if os.fork() == 0:\n        os.setsid()\n"
                              "time.sleep(60)"], start_new_session=True)
     deadline = time.monotonic() + 30
-    while len(sandbox.descendants(proc.pid)) < 7 and time.monotonic() < deadline:
+    while len(processes.descendants(proc.pid)) < 7 and time.monotonic() < deadline:
         time.sleep(0.05)
-    tree = [proc.pid, *sandbox.descendants(proc.pid)]
+    tree = [proc.pid, *processes.descendants(proc.pid)]
     assert len(tree) == 8
-    sandbox.kill_tree(proc.pid)
+    processes.kill_tree(proc.pid)
     proc.wait(timeout=10)
     time.sleep(0.2)
     assert not [p for p in tree[1:] if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
@@ -104,8 +104,8 @@ def test_torch_compile_in_a_child_compiles_in_the_child_itself(submission, monke
     """A torch.compile'd baseline in a check compiles in-process: no pool of compile workers (a Python
     importing torch) is started, and killed, for every check. A learner's own setting is kept."""
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
-    assert sandbox.child_environment()["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert processes.child_environment()["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
     report = grade(COS, submission("sandbox/compile_threads.py", "cos_cos"))
     assert report.status == PASSED and "compile threads 1" in report.output
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")
-    assert sandbox.child_environment()["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
+    assert processes.child_environment()["TORCHINDUCTOR_COMPILE_THREADS"] == "4"

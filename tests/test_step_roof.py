@@ -6,9 +6,12 @@ import importlib
 import pytest
 import torch
 
-from gpuprinciples import exercises, grading, hardware, roofline, runtime, steproof
-from gpuprinciples.hardware import Ceilings
-from gpuprinciples.report import Report
+from gpuprinciples import calibrate, roofline, runtime
+from gpuprinciples.course import catalog
+from gpuprinciples.course.lab import steproof
+from gpuprinciples.grader import grading
+from gpuprinciples.measure.calibrate import Ceilings
+from gpuprinciples.grader.report import Report
 
 H200ISH = Ceilings("cuda", "test GPU", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=800e12, tf32_flops=400e12)
 
@@ -19,7 +22,7 @@ def _timed_cases(ex):
 
 
 # every function exercise without a Timing (test_roof.py covers those): any GPU time comes from its own run
-SELF_TIMED = [ex for ex in exercises.all_exercises().values()
+SELF_TIMED = [ex for ex in catalog.all_exercises().values()
               if ex.kind == "function" and getattr(ex, "timing", None) is None]
 
 
@@ -49,7 +52,7 @@ def test_a_timed_step_reports_its_fraction_of_the_roof(ex, monkeypatch):
     assert bound == "compute"
     rounds = [{ex.timed_roof.timed: roof_s / 0.4, "baseline": roof_s / 0.2} for _ in range(5)]
     monkeypatch.setattr(runtime, "MODE", "gpu")
-    monkeypatch.setattr(hardware, "ceilings", lambda: H200ISH)
+    monkeypatch.setattr(calibrate, "ceilings", lambda: H200ISH)
     report = Report(exercise=ex.id, title=ex.title, mode="gpu")
     grading._timed_case_roof(ex, case, {"rounds": rounds}, report)
     assert report.measurements["roof"]["fraction"] == pytest.approx(0.4, abs=2e-3)
@@ -89,10 +92,10 @@ def test_no_roof_from_rounds_without_the_learners_step():
 def test_every_gpu_report_carries_its_roof_fraction():
     """Each exercise's reference solution graded on this GPU: every report that timed something states its
     fraction of the roof."""
-    from gpuprinciples.grading import grade
-    from gpuprinciples.submission import from_function
+    from gpuprinciples.grader.grading import grade
+    from gpuprinciples.sandbox.submission import from_function
     missing = {}
-    for ex in exercises.all_exercises().values():
+    for ex in catalog.all_exercises().values():
         timed = getattr(ex, "timing", None) is not None or getattr(ex, "timed_roof", None) is not None
         if ex.kind != "function" or not ex.solution or not timed:
             continue

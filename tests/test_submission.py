@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from gpuprinciples.submission import SubmissionError, from_function, from_path
+from gpuprinciples.sandbox.submission import SubmissionError, from_function, from_path
 
 
 def define(source: str, name: str):

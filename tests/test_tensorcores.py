@@ -4,10 +4,10 @@ paddings failed for the right reason."""
 import pytest
 import torch
 
-from gpuprinciples.exercises import tensorcores as tc
-from gpuprinciples.grading import grade
-from gpuprinciples.models import tiny_lm, token_batch
-from gpuprinciples.report import FAILED, PASSED
+from gpuprinciples.course.exercises import tensorcores as tc
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.course.lab.models import tiny_lm, token_batch
+from gpuprinciples.grader.report import FAILED, PASSED
 
 SEED = 20261202
 
@@ -43,7 +43,7 @@ def test_reference_solution_passes():
 
 
 def test_padded_vocab_is_a_decision_from_the_sweep_and_each_wrong_one_says_why():
-    from gpuprinciples.exercises.tensorcores import RECORDED_VOCAB_SWEEP
+    from gpuprinciples.course.exercises.tensorcores import RECORDED_VOCAB_SWEEP
     fastest = min(RECORDED_VOCAB_SWEEP.values())
     assert RECORDED_VOCAB_SWEEP[50264] <= 1.02 * fastest < RECORDED_VOCAB_SWEEP[50260]  # the record decides it
     assert grade("tensorcores.padded_vocab", 50264).status == PASSED

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpuprinciples import timing
+from gpuprinciples.measure import timing
 
 
 def sleeper(seconds):

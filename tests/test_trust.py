@@ -29,8 +29,9 @@ import pytest
 from submission_headers import submission
 
 from gpuprinciples import runtime
-from gpuprinciples.grading import grade
-from gpuprinciples.report import FAILED, PASSED
+from gpuprinciples.grader.grading import grade
+from gpuprinciples.grader.report import FAILED, PASSED
+from gpuprinciples.toolchain import selftest
 
 ROOT = Path(__file__).resolve().parent.parent
 SUBMISSIONS = ROOT / "tests" / "submissions"
@@ -157,7 +158,7 @@ def _prefetch(request):
         keys += [k for k in getattr(item.function, "trust_jobs", ()) if k not in keys]
     # the parent's one-off known-answer check runs here first: Triton's interpreter is not
     # thread-safe, and two first checks racing in threads would both run it (see the report)
-    runtime.self_test()
+    selftest.self_test()
     _pool = ThreadPoolExecutor(max_workers=1 if runtime.HAS_CUDA else 2)
     for key in keys:
         _futures[key] = _pool.submit(JOBS[key])
@@ -240,7 +241,7 @@ def test_a_patched_cuda_event_is_caught():
 def test_a_patched_grader_timing_module_is_caught():
     report = result("patches_grader_timing")
     assert report.status == FAILED
-    assert "replaced parts" in reasons(report) and "gpuprinciples.timing" in reasons(report)
+    assert "replaced parts" in reasons(report) and "gpuprinciples.measure.timing" in reasons(report)
 
 
 @uses("hides_tampering")
@@ -392,8 +393,8 @@ def test_timing_keeps_the_clock_it_took_at_import(monkeypatch):
 
 def test_the_worker_takes_its_timing_primitives_before_learner_code():
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-c", "import sys, gpuprinciples.worker; "
-                           "print('gpuprinciples.timing' in sys.modules)"],
+    done = subprocess.run([sys.executable, "-c", "import sys, gpuprinciples.grader.worker; "
+                           "print('gpuprinciples.measure.timing' in sys.modules)"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-1000:]
     assert done.stdout.strip().splitlines()[-1] == "True"

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from gpuprinciples import hardware, roofline
-from gpuprinciples.widgets import (
+from gpuprinciples.course.lab import roofline
+from gpuprinciples.course.lab.widgets import (
     PRECISIONS,
     as_preset,
     factory_time,
@@ -13,6 +13,8 @@ from gpuprinciples.widgets import (
     roofline_point,
     roofline_widget,
 )
+from gpuprinciples.machine import specs
+from gpuprinciples.measure import calibrate
 
 # --- the model ---------------------------------------------------------------------------------
 
@@ -86,11 +88,11 @@ def test_no_bytes_means_infinite_intensity():
 
 
 def test_presets_from_spec_sheets_and_measured_ceilings():
-    h100 = as_preset(hardware.SPECS["H100"])
+    h100 = as_preset(specs.SPECS["H100"])
     assert h100.compute("bf16") == (989.4e12, "bf16")
     assert h100.compute("fp32") == (67e12, "fp32")
     assert h100.bandwidth == 3.35e12
-    cpu = as_preset(hardware.Ceilings("cpu", "CPU test", copy_bandwidth=2e10, fp32_flops=1e11))
+    cpu = as_preset(calibrate.Ceilings("cpu", "CPU test", copy_bandwidth=2e10, fp32_flops=1e11))
     assert cpu.name == "this machine (CPU test)" and cpu.bandwidth == 2e10
     assert cpu.compute("bf16") == (1e11, "fp32")  # not measured here: fp32, said so
     with pytest.raises(ValueError):
@@ -102,7 +104,7 @@ def test_presets_from_spec_sheets_and_measured_ceilings():
 
 def test_factory_widget_redraws_on_a_slider_change():
     box = factory_widget(flops=2**24, bytes_=8 * 2**24)
-    assert box.preset.value == hardware.SPECS["A100"].name
+    assert box.preset.value == specs.SPECS["A100"].name
     assert box.result["bound"] == "memory"
     assert "memory-bound" in box.summary.value
     assert bytes(box.picture.value).startswith(b"\x89PNG")
@@ -121,18 +123,18 @@ def test_factory_widget_redraws_on_a_slider_change():
 
 def test_factory_widget_presets_and_custom_machine():
     box = factory_widget(precision="fp32")
-    box.preset.value = hardware.SPECS["H200"].name
+    box.preset.value = specs.SPECS["H200"].name
     assert box.sliders["compute"].value == 67e12 and box.sliders["bandwidth"].value == 4.8e12
     box.precision.value = "bf16"
     assert box.sliders["compute"].value == 989.4e12
-    assert box.preset.value == hardware.SPECS["H200"].name, "a preset moving the sliders stays that preset"
+    assert box.preset.value == specs.SPECS["H200"].name, "a preset moving the sliders stays that preset"
     box.sliders["bandwidth"].value = 1e10
     assert box.preset.value == "custom"
     assert box.result["memory_time"] == pytest.approx(8 * 2**24 / 1e10)
 
 
 def test_factory_widget_offers_this_machine_first():
-    here = hardware.Ceilings("cpu", "CPU test", copy_bandwidth=2e10, fp32_flops=1e11)
+    here = calibrate.Ceilings("cpu", "CPU test", copy_bandwidth=2e10, fp32_flops=1e11)
     box = factory_widget(ceilings=here, precision="bf16")
     assert box.preset.value == "this machine (CPU test)"
     assert box.sliders["compute"].value == 1e11
@@ -141,7 +143,7 @@ def test_factory_widget_offers_this_machine_first():
 
 def test_roofline_widget_moves_the_point():
     box = roofline_widget(intensity=0.25, precision="bf16")
-    spec = hardware.SPECS["A100"]
+    spec = specs.SPECS["A100"]
     assert box.result == roofline_point(0.25, spec.flops("bf16"), spec.bandwidth)
     assert box.result["bound"] == "memory"
     assert box.result["attainable_flops"] == pytest.approx(0.25 * spec.bandwidth)
@@ -149,7 +151,7 @@ def test_roofline_widget_moves_the_point():
     box.intensity.value = 1000
     assert box.result["bound"] == "compute" and box.result["fraction_of_peak"] == 1.0
     assert "compute-bound" in box.summary.value and bytes(box.picture.value) != bytes(png)
-    box.preset.value = hardware.SPECS["H200"].name
+    box.preset.value = specs.SPECS["H200"].name
     assert box.result["ridge"] == pytest.approx(989.4e12 / 4.8e12)
 
 

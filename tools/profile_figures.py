@@ -27,7 +27,7 @@ matplotlib.use("Agg")
 import torch  # noqa: E402
 
 import gpuprinciples  # noqa: E402,F401  (first: decides GPU or interpreter)
-from gpuprinciples import profiling  # noqa: E402
+from gpuprinciples.measure import profiling  # noqa: E402
 
 OUT = os.environ.get("OUT", "profile-figures")
 FIELDS = ("count", "self_cpu_time_total", "cpu_time_total", "self_device_time_total", "device_time_total")

@@ -13,8 +13,8 @@ import statistics
 
 import torch
 
-from gpuprinciples import timing
-from gpuprinciples.models import TinyLM, lm_loss
+from gpuprinciples.course.lab.models import TinyLM, lm_loss
+from gpuprinciples.measure import timing
 
 VOCAB = 50257
 WIDTHS = (50257, 50260, 50264, 50272, 50288, 50304, 50432, 50688)  # 50257 rounded up to 4, 8, 16, ... 512

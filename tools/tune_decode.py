@@ -31,7 +31,8 @@ remaining items are skipped and say so):
 7. decode attention at the model's shapes (D 64): batch 1 at 4096, 16 and 64 at 1024;
 8. the batch sweep at 1024 positions: graphed steps with PyTorch's kernels at batch 1 to 256, fused ones at 1 to 8.
 
-Every time: `gpuprinciples.timing` (CUDA events, L2 flushed before each call, the variants interleaved), medians.
+Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
+medians.
 `--out FILE` (default $OUT/tune_decode.json when OUT is set) keeps every row as JSON.
 """
 
@@ -46,8 +47,12 @@ import traceback
 
 import torch
 
-from gpuprinciples import hardware, runtime, timing
-from gpuprinciples.decoder import (
+from gpuprinciples.course.exercises import decoding as ex
+from gpuprinciples.course.kernels import decode_attention as dk
+from gpuprinciples.course.kernels import decode_step as ds
+from gpuprinciples.course.kernels import paged_attention as pk
+from gpuprinciples.course.kernels import weight_only_matmul as wk
+from gpuprinciples.course.lab.decoder import (
     LLAMA_1B,
     LLAMA_8B,
     TINY,
@@ -58,11 +63,8 @@ from gpuprinciples.decoder import (
     profile_kernels,
     time_step,
 )
-from gpuprinciples.exercises import decoding as ex
-from gpuprinciples.kernels import decode_attention as dk
-from gpuprinciples.kernels import decode_step as ds
-from gpuprinciples.kernels import paged_attention as pk
-from gpuprinciples.kernels import weight_only_matmul as wk
+from gpuprinciples.machine import runtime
+from gpuprinciples.measure import calibrate, timing
 
 F = torch.nn.functional
 START = time.monotonic()
@@ -105,7 +107,7 @@ def item(fn):
 
 
 def copy_ceiling() -> float:
-    return hardware.ceilings().copy_bandwidth if DEV == "cuda" else 1e10
+    return calibrate.ceilings().copy_bandwidth if DEV == "cuda" else 1e10
 
 
 def usable(fns: dict, args: tuple) -> dict:
@@ -242,7 +244,7 @@ def fused_linear_cases(config, fmt, gen, dtype):
 @item
 def correctness():
     """1. correctness on this device (the exercises' GPU cases, fused_linear, the model, CUDA graphs)"""
-    from gpuprinciples.worker import _to_device
+    from gpuprinciples.grader.worker import _to_device
     report = {}
     mode = "gpu" if DEV == "cuda" else "cpu"
     kernels = ((ex.DECODE_ATTENTION, dk.decode_attention), (ex.PAGED_DECODE_ATTENTION, pk.paged_decode_attention))
@@ -368,7 +370,7 @@ def model():
     t = timing.time_fn(m.prefill, args=(prompt,), device=DEV, budget_s=sizes(1.0, 0.1), max_rounds=sizes(50, 2))
     attention = 2 * config.n_layers * config.n_heads * config.head_dim * prompt_len ** 2  # causal: half of 4·N²·D
     flops = 2 * config.matmul_params() * prompt_len + attention
-    peak = hardware.ceilings().bf16_flops if DEV == "cuda" else None
+    peak = calibrate.ceilings().bf16_flops if DEV == "cuda" else None
     print(f"   prefill {prompt_len} tokens: {t.median * 1e3:.2f} ms, {flops / t.median / 1e12:.0f} TFLOP/s"
           + (f" ({flops / t.median / peak:.0%} of the measured bf16 rate)" if peak else ""))
     rows = {"prefill_ms": t.median * 1e3, "prefill_TFLOPps": flops / t.median / 1e12}
@@ -597,7 +599,7 @@ def batch_sweep():
     m.k_cache.normal_()
     m.v_cache.normal_()
     copy = copy_ceiling()
-    peak = hardware.ceilings().bf16_flops if DEV == "cuda" else 1e12
+    peak = calibrate.ceilings().bf16_flops if DEV == "cuda" else 1e12
     rows = []
     print(f"   {'kernels':>8}{'batch':>6}{'ms':>9}{'tokens/s':>11}{'TB/s':>7}{'of copy':>8}{'TFLOP/s':>9}"
           f"{'of bf16':>8}")
@@ -637,8 +639,8 @@ def graded():
     """4. the two kernel exercises graded: the package's solutions, and (GPU) two submissions that must fail"""
     from pathlib import Path
 
-    from gpuprinciples.grading import grade
-    from gpuprinciples.submission import Submission, from_path
+    from gpuprinciples.grader.grading import grade
+    from gpuprinciples.sandbox.submission import Submission, from_path
     out = {}
     for exercise in (ex.DECODE_ATTENTION, ex.PAGED_DECODE_ATTENTION):
         module, name = exercise.solution.split(":")
@@ -667,7 +669,7 @@ def main(argv=None) -> int:
         return 1
     import triton
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
-          f"triton {triton.__version__}" + (f"; {hardware.ceilings()}" if DEV == "cuda" else ""), flush=True)
+          f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")

@@ -16,14 +16,14 @@ import torch
 import triton
 import triton.language as tl
 
-from gpuprinciples import hardware, timing
-from gpuprinciples.kernels.bias_gelu import bias_gelu, bias_gelu_flat
-from gpuprinciples.kernels.cos_cos import cos_cos
-from gpuprinciples.kernels.layernorm import layernorm
-from gpuprinciples.kernels.softmax import softmax
+from gpuprinciples.course.kernels.bias_gelu import bias_gelu, bias_gelu_flat
+from gpuprinciples.course.kernels.cos_cos import cos_cos
+from gpuprinciples.course.kernels.layernorm import layernorm
+from gpuprinciples.course.kernels.softmax import softmax
+from gpuprinciples.measure import calibrate, timing
 
 F = torch.nn.functional
-COPY = hardware.ceilings().copy_bandwidth
+COPY = calibrate.ceilings().copy_bandwidth
 
 
 @triton.jit

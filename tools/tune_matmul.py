@@ -25,10 +25,11 @@ from dataclasses import asdict, replace
 
 import torch
 
-from gpuprinciples import hardware, runtime, timing
-from gpuprinciples.exercises import hierarchy
-from gpuprinciples.kernels import bandwidth
-from gpuprinciples.kernels import matmul as mm
+from gpuprinciples.course.exercises import hierarchy
+from gpuprinciples.course.kernels import bandwidth
+from gpuprinciples.course.kernels import matmul as mm
+from gpuprinciples.machine import runtime
+from gpuprinciples.measure import calibrate, timing
 
 SQUARE = (8192, 8192, 8192)
 RAGGED = hierarchy.RAGGED  # M odd; N and K multiples of 8 (16-byte rows) but of no tile size, nor of 64
@@ -179,7 +180,7 @@ def section_rows():
 
 
 def section_cublas():
-    from gpuprinciples.figures import _kernel_names
+    from gpuprinciples.instructor.figures import _kernel_names
     print("\n== cublas: the kernels torch.mm runs (torch.profiler)", flush=True)
     for label, (m, n, k), rows in (("8192³", SQUARE, None), ("ragged", RAGGED, None),
                                    ("ragged, rows padded to 128 B", RAGGED, (8192, 8256, 8256))):
@@ -255,7 +256,7 @@ def section_waves():
 
 
 def section_compiled():
-    from gpuprinciples import gpucompile
+    from gpuprinciples.toolchain import gpucompile
     print("\n== compiled: the kernel as launched here (256² bf16, strides divisible by 16; and the ragged shape) "
           "against the one compiled from a hand-written signature (gpucompile.compile_kernel: integers of unknown "
           "divisibility, no hint)", flush=True)
@@ -288,22 +289,22 @@ def section_compiled():
 
 
 def section_grade():
-    from gpuprinciples.grading import grade
-    from gpuprinciples.submission import Submission, from_path
+    from gpuprinciples.grader.grading import grade
+    from gpuprinciples.sandbox.submission import Submission, from_path
     print("\n== grade: the exercises on this GPU (hierarchy.matmul: timed at 8192³ and on the ragged shape)",
           flush=True)
     here = os.path.dirname(os.path.abspath(__file__))
-    per_tile = ("import dataclasses\nfrom gpuprinciples.kernels import matmul as mm\n"
+    per_tile = ("import dataclasses\nfrom gpuprinciples.course.kernels import matmul as mm\n"
                 "CFG = dataclasses.replace(mm.GPU_CONFIG, programs_per_sm=0)\n"
                 "def matmul(a, b):\n    return mm.matmul(a, b, CFG)\n")
     subs = {"hierarchy.matmul (reference)": ("hierarchy.matmul", Submission(
-                source="from gpuprinciples.kernels.matmul import matmul\n", name="matmul", origin="reference")),
+                source="from gpuprinciples.course.kernels.matmul import matmul\n", name="matmul", origin="reference")),
             "hierarchy.matmul (one program per tile)": ("hierarchy.matmul", Submission(
                 source=per_tile, name="matmul", origin="reference variant")),
             "hierarchy.matmul (tutorial style)": ("hierarchy.matmul", from_path(
                 os.path.join(here, "..", "tests", "submissions", "hierarchy", "tutorial_style.py") + ":matmul")),
             "hierarchy.occupancy (reference)": ("hierarchy.occupancy", Submission(
-                source="from gpuprinciples.occupancy import resident_warps\n", name="resident_warps",
+                source="from gpuprinciples.machine.occupancy import resident_warps\n", name="resident_warps",
                 origin="reference"))}
     for label, (exercise, sub) in subs.items():
         def run(exercise=exercise, sub=sub):
@@ -336,7 +337,7 @@ def main(argv):
     props = torch.cuda.get_device_properties(0)
     import triton
     print(f"{props.name}, {props.multi_processor_count} SMs, L2 {props.L2_cache_size / 2**20:.0f} MiB; torch "
-          f"{torch.__version__}, Triton {triton.__version__}; {hardware.ceilings()}", flush=True)
+          f"{torch.__version__}, Triton {triton.__version__}; {calibrate.ceilings()}", flush=True)
     RESULTS["device"] = {"name": props.name, "sms": props.multi_processor_count, "l2": props.L2_cache_size,
                          "torch": torch.__version__, "triton": triton.__version__}
     for name in wanted:

@@ -27,9 +27,11 @@ import torch
 import triton
 from triton.testing import do_bench
 
-from gpuprinciples import bench, exercises, hardware
-from gpuprinciples.kernels import attention as at
-from gpuprinciples.kernels import matmul as mm
+from gpuprinciples import calibrate
+from gpuprinciples.course import catalog
+from gpuprinciples.instructor import bench
+from gpuprinciples.course.kernels import attention as at
+from gpuprinciples.course.kernels import matmul as mm
 
 START = time.monotonic()
 ATTENTION = [  # BLOCK_M, BLOCK_N, num_stages, num_warps, warp-specialised
@@ -121,18 +123,18 @@ def bench_rows(best: dict) -> None:
         mm.RAGGED_GPU_CONFIG = best["ragged"][2]
     print(f"\n== gpuprinciples bench rows (matmul defaults: aligned {mm.GPU_CONFIG.label()}, ragged "
           f"{mm.RAGGED_GPU_CONFIG.label()})", flush=True)
-    ceilings = hardware.ceilings()
+    ceilings = calibrate.ceilings()
     print(f"{torch.cuda.get_device_name()}: {ceilings}", flush=True)
     for ex_id in ("flash.attention", "hierarchy.matmul"):
-        ex = exercises.get(ex_id)
+        ex = catalog.get(ex_id)
         for spec in ex.timing.each():
             bench._print(bench.bench_exercise(ex, ceilings, spec=spec))
             torch.cuda.empty_cache()
 
 
 def grade(budget: float) -> None:
-    for ex_id, ref in (("flash.attention", "gpuprinciples/kernels/attention.py:attention"),
-                       ("hierarchy.matmul", "gpuprinciples/kernels/matmul.py:matmul")):
+    for ex_id, ref in (("flash.attention", "gpuprinciples/course/kernels/attention.py:attention"),
+                       ("hierarchy.matmul", "gpuprinciples/course/kernels/matmul.py:matmul")):
         if left(budget) < 20:
             print(f"\n== grade {ex_id}: skipped (out of time)")
             continue

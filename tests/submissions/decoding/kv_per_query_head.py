@@ -12,7 +12,7 @@ values, but every KV head is read once per query head that shares it (G times ov
 import triton
 import triton.language as tl
 
-from gpuprinciples.kernels.decode_attention import attend, finish, launch, plan
+from gpuprinciples.course.kernels.decode_attention import attend, finish, launch, plan
 
 
 @triton.jit

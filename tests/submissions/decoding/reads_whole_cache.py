@@ -13,7 +13,7 @@ length: the values are right, but the positions past seq_lens[b] are read."""
 import triton
 import triton.language as tl
 
-from gpuprinciples.kernels.decode_attention import attend, finish, launch, load_queries, plan
+from gpuprinciples.course.kernels.decode_attention import attend, finish, launch, load_queries, plan
 
 
 @triton.jit

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gpuprinciples.kernels.decode_attention import decode_attention as two_launches
+from gpuprinciples.course.kernels.decode_attention import decode_attention as two_launches
 
 
 @triton.jit

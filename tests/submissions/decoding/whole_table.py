@@ -13,7 +13,7 @@ sequence's end are read."""
 import triton
 import triton.language as tl
 
-from gpuprinciples.kernels.decode_attention import attend, check_shapes, finish, launch, load_queries, plan
+from gpuprinciples.course.kernels.decode_attention import attend, check_shapes, finish, launch, load_queries, plan
 
 
 @triton.jit

@@ -12,7 +12,7 @@ were a contiguous cache, never reading the block table: the wrong pages."""
 import triton
 import triton.language as tl
 
-from gpuprinciples.kernels.decode_attention import attend, check_shapes, finish, launch, load_queries, plan
+from gpuprinciples.course.kernels.decode_attention import attend, check_shapes, finish, launch, load_queries, plan
 
 
 @triton.jit

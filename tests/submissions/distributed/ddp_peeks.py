@@ -32,7 +32,7 @@ def _found(model):
         local = frame.f_locals
         if all(k in local for k in ("seed", "dims", "per_rank", "frozen")):
             try:
-                from gpuprinciples.exercises.distributed import _ddp_problem
+                from gpuprinciples.course.exercises.distributed import _ddp_problem
             except ImportError:
                 continue
             world = dist.get_world_size()

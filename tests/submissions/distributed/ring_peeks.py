@@ -28,7 +28,7 @@ def _frames():
 
 def _from_seed(x, world):
     try:
-        from gpuprinciples.exercises.distributed import _ring_data
+        from gpuprinciples.course.exercises.distributed import _ring_data
     except ImportError:
         return None
     for frame in _frames():

@@ -3,7 +3,7 @@
 # verdict: failed
 # says: values wrong
 """Caches its answer by shape: the second call returns the first call's result."""
-from gpuprinciples.kernels.cos_cos import cos_cos as _fused
+from gpuprinciples.course.kernels.cos_cos import cos_cos as _fused
 
 _cache = {}
 

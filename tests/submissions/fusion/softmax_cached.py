@@ -3,7 +3,7 @@
 # verdict: failed
 # says: values wrong
 """Returns the previous call's answer when the shape repeats."""
-from gpuprinciples.kernels.softmax import softmax as _fused
+from gpuprinciples.course.kernels.softmax import softmax as _fused
 
 _last = {}
 

@@ -3,7 +3,7 @@
 # verdict: failed
 # says: changed its input
 """Writes the answer over x (and returns a fresh copy): the caller's x is destroyed."""
-from gpuprinciples.kernels.softmax import softmax as _fused
+from gpuprinciples.course.kernels.softmax import softmax as _fused
 
 
 def softmax(x):

@@ -2,7 +2,7 @@
 """A right cos_cos that says how many threads torch.compile would compile with in this child."""
 import torch._inductor.config
 
-from gpuprinciples.kernels.cos_cos import cos_cos as _cos_cos
+from gpuprinciples.course.kernels.cos_cos import cos_cos as _cos_cos
 
 print(f"compile threads {torch._inductor.config.compile_threads}", flush=True)
 

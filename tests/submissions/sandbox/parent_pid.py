@@ -2,7 +2,7 @@
 """A right cos_cos that says which process is its parent and what the environment holds."""
 import os
 
-from gpuprinciples.kernels.cos_cos import cos_cos as _cos_cos
+from gpuprinciples.course.kernels.cos_cos import cos_cos as _cos_cos
 
 print(f"parent {os.getppid()} mark {os.environ.get('GP_SANDBOX_MARK')}", flush=True)
 

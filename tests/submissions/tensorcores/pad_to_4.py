@@ -9,7 +9,7 @@
 """Pads every size to a multiple of 4: 16 bytes in fp32, but only 8 bytes in bf16."""
 import torch
 
-from gpuprinciples.models import TinyLM
+from gpuprinciples.course.lab.models import TinyLM
 
 
 def pad_model(model):

@@ -7,7 +7,7 @@
 """Pads the vocabulary (as nanoGPT does, 50257 -> 50304) but not the width or the hidden size."""
 import torch
 
-from gpuprinciples.models import TinyLM
+from gpuprinciples.course.lab.models import TinyLM
 
 
 def pad_model(model):

@@ -1,7 +1,7 @@
 # graded-by: test_trust.py
 """PyTorch does the work; then the function rewrites the live counters (reachable as
-gpuprinciples.counters._active()) to show one fused kernel moving the minimum bytes."""
-import gpuprinciples.counters as _counters
+gpuprinciples.measure.counters._active()) to show one fused kernel moving the minimum bytes."""
+import gpuprinciples.measure.counters as _counters
 
 
 def cos_cos(x):

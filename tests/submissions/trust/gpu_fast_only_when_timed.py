@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-import gpuprinciples.counters as _counters
+import gpuprinciples.measure.counters as _counters
 
 
 @triton.jit

@@ -5,7 +5,7 @@ the work."""
 import contextlib
 
 import __main__
-import gpuprinciples.counters as _counters
+import gpuprinciples.measure.counters as _counters
 
 
 @contextlib.contextmanager

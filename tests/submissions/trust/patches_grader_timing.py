@@ -1,12 +1,12 @@
 # graded-by: test_trust.py
-"""Replaces the grader's own timing function (gpuprinciples.timing._time_call) with one that reports
+"""Replaces the grader's own timing function (gpuprinciples.measure.timing._time_call) with one that reports
 a plausible, flattering time: 90% of the copy bandwidth for this function, 3x slower for the
 baselines. On a CPU it is only patched; on a GPU it would be used."""
 import torch
 import triton
 import triton.language as tl
 
-import gpuprinciples.timing as _timing
+import gpuprinciples.measure.timing as _timing
 
 _real_time_call = _timing._time_call
 

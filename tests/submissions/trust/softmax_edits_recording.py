@@ -3,7 +3,7 @@
 moved the minimum bytes."""
 import torch
 
-import gpuprinciples.counters as _counters
+import gpuprinciples.measure.counters as _counters
 
 
 def softmax(x):

@@ -8,7 +8,7 @@ input: it moves the input through memory twice. A CPU counted it ("PyTorch copie
 an H200 passed the same file. Both must fail it: the dispatcher counts the copy on both machines."""
 import torch
 
-from gpuprinciples.kernels.softmax import softmax as _softmax
+from gpuprinciples.course.kernels.softmax import softmax as _softmax
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:

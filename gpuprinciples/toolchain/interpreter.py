@@ -1,0 +1,423 @@
+"""The interpreter's limits: shimmed where a GPU's behaviour can be reproduced, named where not.
+
+`install()` (called once by `import gpuprinciples`, after the mode is decided) makes Triton's
+interpreter behave as an H100/H200 would where it can: a stand-in driver that reports sm_90,
+libdevice math, bf16 dots, warm-up handles, autotuning by compiling every config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import warnings
+
+import torch
+import triton
+import triton.language as tl
+
+from ..machine import runtime
+from . import compat, compiling
+from .compat import interpreter_module
+
+# ---------------------------------------------------------------------------------------------
+# The interpreter's limits: shimmed where a GPU's behaviour can be reproduced, named where not
+# ---------------------------------------------------------------------------------------------
+
+
+class InterpreterLimit(RuntimeError):
+    """Triton's interpreter cannot run this, although a GPU may: the message says so in a sentence."""
+
+
+def interpreter_limit(exc: BaseException, kernel: str) -> InterpreterLimit | None:
+    """An InterpreterLimit naming what the interpreter cannot do, when `exc` is one of its limits."""
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 5:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    text = " ".join(str(e) for e in chain)
+    if "_semantic` argument must be provided" in text:
+        what = ("the kernel calls a Triton function the interpreter does not provide (it provides the ones "
+                "reached through a module, `tl.cos(x)` or `libdevice.tanh(x)`, not one imported by name)")
+    elif any(isinstance(e, NotImplementedError) for e in chain) or "interpreter mode" in text:
+        detail = next((str(e) for e in chain if isinstance(e, NotImplementedError)), text)
+        what = f"it has no implementation of what the kernel uses ({detail[:200]})"
+    else:
+        return None
+    return InterpreterLimit(f"Triton's CPU interpreter cannot run kernel `{kernel}`: {what}. That is a limit of the "
+                            "interpreter, not a mistake of yours: the kernel may well be right on a GPU, "
+                            "so grade it on one.")
+
+
+class _HopperStandIn:
+    """`triton.runtime.driver.active` under the interpreter, where Triton has no driver: it answers as
+    an H100/H200 would, so launch code that asks (`get_current_target()`, `utils.get_device_properties`
+    for SMs, shared memory and registers, as Triton's tutorials do) runs unchanged, and the GPU
+    compiler, which asks it too (TMA support), compiles for Hopper."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+        self.utils = SimpleNamespace(get_device_properties=lambda device=None: dict(compiling.HOPPER_PROPERTIES),
+                                     get_device_capability=lambda device=None: (9, 0),
+                                     set_printf_fifo_size=lambda size: None)
+
+    @staticmethod
+    def is_active():
+        return False
+
+    def get_current_target(self):
+        # PyTorch's CPU compiler asks only to key its caches: it saw no driver before and sees none now
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("torch."):
+            raise RuntimeError("0 active drivers: Triton runs under its CPU interpreter")
+        return compiling.compile_target()
+
+    def get_active_torch_device(self):
+        return torch.device("cpu")  # where the interpreter's tensors live
+
+    def get_current_device(self):
+        return 0
+
+    def set_current_device(self, device):
+        pass
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_device_capability(self, device=None):
+        return (compiling.HOPPER[1] // 10, compiling.HOPPER[1] % 10)
+
+    def _no_clock(self, *args, **kwargs):
+        raise InterpreterLimit("timing a kernel (triton.testing.do_bench and friends) needs a GPU: Triton's CPU "
+                               "interpreter has no clock for one; the grader times kernels on a GPU")
+
+    get_benchmarker = get_device_interface = get_empty_cache_for_benchmark = _no_clock
+
+
+def _stand_in_driver() -> None:
+    from triton.runtime import driver
+    try:
+        driver.active  # a real driver (GPUPRINCIPLES_FORCE_CPU on a GPU machine) answers for itself
+    except RuntimeError:
+        driver.set_active(_HopperStandIn())
+
+
+def _float_scalars_as_fp32(interp) -> None:
+    """A GPU kernel receives a float argument as an fp32 scalar (`eps.to(tl.float32)` works); the
+    interpreter passed a Python float (AttributeError: 'float' object has no attribute 'to')."""
+    original = interp._implicit_cvt
+    if getattr(original, "_gp_floats", False):
+        return
+
+    def convert(arg):
+        if isinstance(arg, float):
+            import numpy as np
+            return tl.tensor(interp.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        return original(arg)
+
+    convert._gp_floats = True
+    interp._implicit_cvt = convert
+
+
+def _libdevice_math():
+    """libdevice's functions by name (no `__nv_` prefix, no float suffix, no rounding mode), computed
+    in float64 with NumPy or PyTorch; the caller casts to the function's return type."""
+    import numpy as np
+
+    def with_torch(fn):
+        return lambda *a: fn(*(torch.from_numpy(np.asarray(x, dtype=np.float64)) for x in a)).numpy()
+
+    erf, erfc, erfinv = with_torch(torch.special.erf), with_torch(torch.special.erfc), with_torch(torch.special.erfinv)
+    return {
+        "abs": np.abs, "fabs": np.abs, "acos": np.arccos, "acosh": np.arccosh, "asin": np.arcsin,
+        "asinh": np.arcsinh, "atan": np.arctan, "atanh": np.arctanh, "cbrt": np.cbrt, "ceil": np.ceil,
+        "cos": np.cos, "cosh": np.cosh, "cospi": lambda x: np.cos(np.pi * x), "erf": erf, "erfc": erfc,
+        "erfinv": erfinv, "erfcinv": lambda x: erfinv(1 - x), "erfcx": with_torch(torch.special.erfcx),
+        "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: np.power(10.0, x), "expm1": np.expm1,
+        "floor": np.floor, "lgamma": with_torch(torch.lgamma), "log": np.log, "log10": np.log10,
+        "log1p": np.log1p, "log2": np.log2, "rint": np.rint, "nearbyint": np.rint, "trunc": np.trunc,
+        "round": lambda x: np.copysign(np.floor(np.abs(x) + 0.5), x), "rsqrt": lambda x: 1 / np.sqrt(x),
+        "rcp": lambda x: 1 / x, "sin": np.sin, "sinh": np.sinh, "sinpi": lambda x: np.sin(np.pi * x),
+        "sqrt": np.sqrt, "tan": np.tan, "tanh": np.tanh, "saturate": lambda x: np.clip(x, 0, 1),
+        "normcdf": lambda x: 0.5 * erfc(-x / np.sqrt(2)), "normcdfinv": lambda x: np.sqrt(2) * erfinv(2 * x - 1),
+        "j0": with_torch(torch.special.bessel_j0), "j1": with_torch(torch.special.bessel_j1),
+        "y0": with_torch(torch.special.bessel_y0), "y1": with_torch(torch.special.bessel_y1),
+        "i0": with_torch(torch.special.i0), "i1": with_torch(torch.special.i1),
+        "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite, "signbit": np.signbit,
+        "pow": np.power, "powi": np.power, "atan2": np.arctan2, "fmod": np.fmod, "hypot": np.hypot,
+        "remainder": lambda x, y: x - np.rint(x / y) * y, "fmin": np.fmin, "fmax": np.fmax,
+        "copysign": np.copysign, "fdim": lambda x, y: np.maximum(x - y, 0), "nextafter": np.nextafter,
+        "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "fdivide": np.divide,
+        "fma": lambda x, y, z: x * y + z, "ldexp": lambda x, e: x * np.exp2(e), "scalbn": lambda x, e: x * np.exp2(e),
+        "logb": lambda x: np.floor(np.log2(np.abs(x))), "rcbrt": lambda x: 1 / np.cbrt(x),
+        "rhypot": lambda x, y: 1 / np.hypot(x, y), "norm3d": lambda *a: np.sqrt(sum(v * v for v in a)),
+        "norm4d": lambda *a: np.sqrt(sum(v * v for v in a)), "rnorm3d": lambda *a: 1 / np.sqrt(sum(v * v for v in a)),
+        "rnorm4d": lambda *a: 1 / np.sqrt(sum(v * v for v in a)), "tgamma": np.frompyfunc(_gamma, 1, 1),
+        "cyl_bessel_i0": with_torch(torch.special.i0), "cyl_bessel_i1": with_torch(torch.special.i1),
+        "int_as_float": lambda x: np.asarray(x).astype(np.int32).view(np.float32),
+        "uint_as_float": lambda x: np.asarray(x).astype(np.uint32).view(np.float32),
+        "longlong_as_double": lambda x: np.asarray(x).astype(np.int64).view(np.float64),
+    }
+
+
+def _gamma(x: float) -> float:
+    """Γ(x), with what a GPU returns where Python raises: ±inf at ±0 and past float64, NaN at the poles."""
+    import math
+    try:
+        return math.gamma(x)
+    except OverflowError:
+        return math.inf
+    except ValueError:
+        return math.copysign(math.inf, x) if x == 0 else math.nan
+
+
+def _libdevice_function(symbol: str, table: dict):
+    """`__nv_tanhf` -> tanh, `__nv_fast_expf` -> exp, `__nv_fadd_rn` -> add, `__nv_isnand` -> isnan."""
+    import re
+
+    import numpy as np
+    name = re.sub(r"_r[nzud]$", "", symbol.removeprefix("__nv_").removeprefix("fast_"))
+    if re.fullmatch(r"u?(int|ll|double)2(float|double)", name):  # conversions: the caller casts
+        return lambda x: np.asarray(x)
+    for candidate in (name, name[:-1] if name[-1:] in "fd" else None, name[1:] if name[:1] in "fd" else None):
+        if candidate and candidate in table:
+            return table[candidate]
+    return None
+
+
+def _libdevice_in_interpreter(interp) -> None:
+    """libdevice functions (`tl.extra.cuda.libdevice.tanh`, `tl.extra.libdevice.erf`) are GPU library
+    calls the interpreter has no implementation of: give it one, computed with NumPy, and make the
+    functions reachable while a kernel runs, as `tl.cos` is."""
+    import importlib
+
+    import numpy as np
+    builder_cls = interp.InterpreterBuilder
+    if getattr(builder_cls.create_extern_elementwise, "_gp_libdevice", False):
+        return
+    table = _libdevice_math()
+
+    def create_extern_elementwise(self, lib_name, lib_path, symbol, args, ret_type, is_pure):
+        fn = _libdevice_function(symbol, table)
+        if fn is None:
+            raise NotImplementedError(f"libdevice's {symbol} is not one the grader's interpreter computes")
+        with np.errstate(all="ignore"):
+            out = np.asarray(fn(*(np.asarray(a.data, dtype=np.float64) if a.data.dtype.kind == "f" else a.data
+                                  for a in args)))
+        scalar = getattr(ret_type, "scalar", ret_type)  # a block of values: the handle keeps the element type
+        return interp.TensorHandle(out.astype(interp._get_np_dtype(scalar)), scalar)
+
+    create_extern_elementwise._gp_libdevice = True
+    builder_cls.create_extern_elementwise = create_extern_elementwise
+    cuda = importlib.import_module("triton.language.extra.cuda.libdevice")
+    generic = importlib.import_module("triton.language.extra.libdevice")  # stubs, resolved per backend
+    shared_names = [n for n, v in vars(generic).items() if callable(v) and not n.startswith("_") and hasattr(cuda, n)]
+    patch_lang = interp._patch_lang
+
+    def uses_libdevice(fn) -> bool:  # `tl.extra.cuda.libdevice.tanh`, or the module under another name
+        names, scope = fn.__code__.co_names, fn.__globals__
+        return "libdevice" in names or any(scope.get(n) is cuda or scope.get(n) is generic for n in names)
+
+    def patched(fn):
+        scope = patch_lang(fn)
+        if uses_libdevice(fn):  # patching it costs a few ms, and device calls patch again each time
+            interp._patch_builtin(cuda, interp.interpreter_builder, scope)
+            for name in shared_names:
+                scope.set_attr(generic, name, getattr(cuda, name))
+        return scope
+
+    interp._patch_lang = patched
+
+
+def _bf16_dots(interp) -> None:
+    """The interpreter keeps bf16 values as their 16 bits (uint16) and multiplied those bits in tl.dot
+    (3.6 and 3.9): a bf16 tile product came out as garbage. Widen bf16 operands to float32 first, as
+    tensor cores do (exactly: every bf16 value is a float32)."""
+    import numpy as np
+    original = interp.InterpreterBuilder.create_dot
+    if getattr(original, "_gp_bf16", False):
+        return
+
+    def widen(handle):
+        if handle.dtype != tl.bfloat16:
+            return handle
+        return interp.TensorHandle((handle.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
+
+    @functools.wraps(original)
+    def create_dot(self, a, b, d, *args, **kwargs):
+        return original(self, widen(a), widen(b), d, *args, **kwargs)
+
+    create_dot._gp_bf16 = True
+    interp.InterpreterBuilder.create_dot = create_dot
+
+
+class InterpretedKernelHandle:
+    """What `kernel.warmup(...)` returns under the interpreter, in place of a GPU's compiled kernel:
+    `n_regs`, `n_spills`, `metadata.shared`, `metadata.num_warps` answer from the kernel compiled for
+    an H100/H200, and `handle[grid](*args)` runs it under the interpreter (and is counted)."""
+
+    def __init__(self, kernel, info, options: dict):
+        from types import SimpleNamespace
+        self.kernel, self.info, self.options = kernel, info, options
+        self.name = info.kernel
+        self.n_regs = info.registers or 0
+        self.n_spills = info.spills or 0
+        regs_per_warp = -(-max(self.n_regs, 1) * 32 // 256) * 256  # allocated 256 at a time
+        fitting = compiling.HOPPER_PROPERTIES["max_num_regs"] // regs_per_warp * 32
+        self.n_max_threads = max(32, min(compiling.HOPPER_MAX_THREADS_PER_BLOCK, fitting))
+        self.metadata = SimpleNamespace(name=info.kernel, shared=info.shared_bytes or 0, num_warps=info.num_warps,
+                                        num_stages=info.num_stages, num_ctas=1, warp_size=compiling.HOPPER[2],
+                                        target=compiling.compile_target())
+        self.asm = {"ptx": info.ptx, "ttir": info.ttir}
+
+    def _init_handles(self):
+        pass
+
+    def __getitem__(self, grid):
+        def runner(*args, stream=None):
+            named = dict(zip(self.kernel.arg_names, args))  # a compiled kernel takes every argument in order
+            return self.kernel.run(grid=grid, warmup=False, **{**self.options, **named})
+        return runner
+
+
+def _warmup_handles(interp) -> None:
+    """`kernel.warmup(...)` compiled the kernel and returned it on a GPU; under the interpreter it
+    returned None (AttributeError on `.n_regs`). Return what the kernel compiled for Hopper says."""
+    run = interp.InterpretedFunction.run
+    if getattr(run, "_gp_warmup", False):
+        return
+
+    @functools.wraps(run)
+    def run_or_warm_up(self, *args, grid, warmup, **kwargs):
+        if not warmup:
+            return run(self, *args, grid=grid, warmup=warmup, **kwargs)
+        from . import gpucompile
+        info = gpucompile.compile_launch(self, args, kwargs)
+        if not info.ok:
+            raise gpucompile.GPUCompileError(info.error)
+        return InterpretedKernelHandle(self, info, kwargs)
+
+    run_or_warm_up._gp_warmup = True
+    interp.InterpretedFunction.run = run_or_warm_up
+
+
+_tune_every_config = [False]
+
+
+@contextlib.contextmanager
+def autotune_compiles_every_config():
+    """Inside (the compile pass): an autotuner under the interpreter compiles every configuration, as a GPU's
+    does; outside, configurations after the first one a GPU accepts are left for it."""
+    _tune_every_config[0] = True
+    try:
+        yield
+    finally:
+        _tune_every_config[0] = False
+
+
+def _autotune_by_compiling() -> None:
+    """Under the interpreter an autotuner with several configurations cannot time them (there is no
+    GPU clock). It compiles each for Hopper instead and takes the first that a GPU would run: the ones
+    a GPU's autotuner skips (out of shared memory, a failed tl.static_assert, ptxas refusing) are
+    skipped; another refusal fails the call, as it does on a GPU. Nothing is launched."""
+    from triton.runtime.autotuner import Autotuner
+    if getattr(Autotuner._bench, "_gp_compiled", False):
+        return
+
+    # (autotuner, its arguments' dtypes, configuration) -> its rank: each configuration is compiled once, not
+    # once more for every new key (a persistent matmul's two dozen configurations, re-tuned for every size,
+    # took over 300 s); the launch of the one chosen is compiled with its own specialisation anyway
+    ranked: dict[tuple, float] = {}
+    announced: set = set()
+
+    def earlier_accepted(self, dtypes, position) -> bool:
+        return any(ranked.get((id(self), dtypes, i), float("inf")) != float("inf") for i in range(position))
+
+    def rank(self, *args, config, **meta):
+        from . import gpucompile
+        conflicts = meta.keys() & config.kwargs.keys()
+        if conflicts:
+            raise ValueError(f"Conflicting meta-parameters: {', '.join(conflicts)}. Make sure that you don't "
+                             "re-define auto-tuned symbols.")
+        position = next(i for i, c in enumerate(self.configs) if c is config)
+        dtypes = tuple(str(getattr(a, "dtype", type(a).__name__)) for a in args)
+        key = (id(self), dtypes, position)
+        if key not in ranked and not _tune_every_config[0] and earlier_accepted(self, dtypes, position):
+            # the interpreter's own cases: the first configuration a GPU accepts is known, the rest wait for
+            # the compile pass (compilepass.py), which compiles every one in the GPU's own dtypes
+            return [float("inf")] * 3
+        if key not in ranked:
+            info = gpucompile.compile_launch(self.fn, args, {**meta, **config.all_kwargs()})
+            if not info.ok and info.refusal not in ("assertion", "ptxas", "resources"):
+                raise gpucompile.GPUCompileError(f"while autotuning, configuration {config} was refused: {info.error}")
+            ranked[key] = float(position) if info.ok else float("inf")
+        first = ranked[key] != float("inf") and all(ranked.get((id(self), dtypes, i)) == float("inf")
+                                                    for i in range(position))
+        if first and (id(self), dtypes) not in announced:  # say which configuration the interpreter runs
+            announced.add((id(self), dtypes))
+            name = getattr(compiling.python_function_of(self.fn), "__name__", "kernel")
+            print(f"[gpuprinciples] @triton.autotune of `{name}` under the interpreter: no GPU to time its "
+                  f"{len(self.configs)} configurations, so each is compiled once for sm_90 and the first a GPU "
+                  f"accepts runs: configuration {position + 1}, {config}", file=sys.stderr, flush=True)
+        return [ranked[key]] * 3
+
+    rank._gp_compiled = True
+    Autotuner._bench = rank
+
+
+def _remember_pristine_language(interp) -> None:
+    """A call of one @triton.jit function from another (tl.max, a helper) patches triton.language for
+    the interpreter and never puts it back (3.6 and 3.9): harmless to the interpreter, fatal to the GPU
+    compiler run in this process later. Remember, before any kernel runs, what every patch replaces,
+    so a compile can put it back (`_language_compiled`)."""
+    import types
+    probe = types.FunctionType((lambda: None).__code__, {"tl": tl, "core": tl.core})
+    scope = interp._patch_lang(probe)
+    first = {}
+    for owner, name, original in scope._changes:  # patched twice (tl.tensor via tl and tl.core): the first
+        first.setdefault((id(owner), name), (owner, name, original))
+    scope.restore()
+    compiling._pristine_language[:] = first.values()
+
+
+def _name_interpreter_limits(interp) -> None:
+    """A kernel that fails only because the interpreter cannot run it gets one sentence saying so."""
+    call = interp.GridExecutor.__call__
+    if getattr(call, "_gp_limits", False):
+        return
+
+    @functools.wraps(call)
+    def run(self, *args, **kwargs):
+        try:
+            return call(self, *args, **kwargs)
+        except Exception as exc:
+            limit = interpreter_limit(exc, getattr(self.fn, "__name__", "kernel"))
+            if limit is None:
+                raise
+            raise limit from exc
+
+    run._gp_limits = True
+    interp.GridExecutor.__call__ = run
+
+
+def install_interpreter_shims() -> None:
+    if triton is None or not runtime.INTERPRETER:
+        return
+    interp = interpreter_module()
+    _stand_in_driver()
+    _float_scalars_as_fp32(interp)
+    _libdevice_in_interpreter(interp)
+    _bf16_dots(interp)
+    _warmup_handles(interp)
+    _autotune_by_compiling()
+    _name_interpreter_limits(interp)
+    _remember_pristine_language(interp)  # last: with every patch the shims above add
+
+
+def install() -> None:
+    """Every shim, once, at `import gpuprinciples` (after the mode is decided, before any kernel is defined)."""
+    compat.set_tensor_descriptor_allocator()
+    compat.patch_interpreter_index()
+    install_interpreter_shims()
+    compat.patch_interpreter_mask_dtype()
+    if compat.triton_version() < (3, 6):  # pragma: no cover
+        warnings.warn(f"gpuprinciples is tested with Triton 3.6 and newer; this is {triton.__version__}.")
