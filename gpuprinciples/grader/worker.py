@@ -476,6 +476,7 @@ def preload() -> str | None:
     self-test (CPU only: on a GPU the server must never initialise CUDA, or its forks could not use
     it), and the lazy initialisation inside PyTorch. Returns a problem in words, or None."""
     import torch._dynamo  # noqa: F401
+    compat.warm_compile_key()  # every check compiles for sm_90 (the compile pass): Triton's key once, here
     with counters.record():
         torch.ones(2) + 1
     if not runtime.HAS_CUDA:

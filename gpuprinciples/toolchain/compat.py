@@ -23,6 +23,16 @@ def triton_version() -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 
 
+def warm_compile_key() -> None:
+    """Triton hashes its own sources (about 0.4 s on a 2-core CPU) the first time a process compiles anything,
+    and keeps the digest for the process. Done once in the grader's fork server, every child inherits it."""
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):  # 3.9 keeps it in the first
+        key = getattr(__import__(module, fromlist=["triton_key"]), "triton_key", None)
+        if key is not None:
+            key()
+            return
+
+
 def interpreter_module():
     """Triton's interpreter module (3.6 and 3.9 both keep it at triton.runtime.interpreter)."""
     from triton.runtime import interpreter
