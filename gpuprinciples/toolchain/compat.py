@@ -23,14 +23,21 @@ def triton_version() -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 
 
-def warm_compile_key() -> None:
-    """Triton hashes its own sources (about 0.4 s on a 2-core CPU) the first time a process compiles anything,
-    and keeps the digest for the process. Done once in the grader's fork server, every child inherits it."""
+def compile_key():
+    """Triton's digest of its own sources, the first part of every compile's cache key (None if not found)."""
     for module in ("triton.runtime.cache", "triton.compiler.compiler"):  # 3.9 keeps it in the first
         key = getattr(__import__(module, fromlist=["triton_key"]), "triton_key", None)
         if key is not None:
-            key()
-            return
+            return key
+    return None
+
+
+def warm_compile_key() -> None:
+    """Triton hashes its own sources (about 0.4 s on a 2-core CPU) the first time a process compiles anything,
+    and keeps the digest for the process. Done once in the grader's fork server, every child inherits it."""
+    key = compile_key()
+    if key is not None:
+        key()
 
 
 def interpreter_module():
