@@ -4,8 +4,8 @@ master weights), and wrong conversions failed for the right reason."""
 import torch
 
 from gpuprinciples.course.exercises import amp
-from gpuprinciples.grader.grading import grade
 from gpuprinciples.course.lab.models import tiny_lm, token_batch
+from gpuprinciples.grader.grading import grade
 
 SEED = 20261202
 

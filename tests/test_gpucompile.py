@@ -22,8 +22,8 @@ import triton
 import triton.language as tl
 
 from gpuprinciples import counters, gpucompile, runtime
-from gpuprinciples.course.kit import Case, CompilesForGPU, LaunchesTriton, UsesTensorCores
 from gpuprinciples.course.catalog import all_exercises
+from gpuprinciples.course.kit import Case, CompilesForGPU, LaunchesTriton, UsesTensorCores
 from gpuprinciples.grader.report import PASSED
 from gpuprinciples.toolchain import compat, compiling, interpreter
 

@@ -10,8 +10,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from gpuprinciples import profiling
 from gpuprinciples.course.exercises import profiling as ex
-from gpuprinciples.grader.grading import grade
 from gpuprinciples.course.kernels.profiling import bottleneck, sgd_momentum
+from gpuprinciples.grader.grading import grade
 from gpuprinciples.grader.report import FAILED, PASSED
 from gpuprinciples.sandbox.submission import Submission
 

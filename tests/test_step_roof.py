@@ -10,8 +10,8 @@ from gpuprinciples import calibrate, roofline, runtime
 from gpuprinciples.course import catalog
 from gpuprinciples.course.lab import steproof
 from gpuprinciples.grader import grading
-from gpuprinciples.measure.calibrate import Ceilings
 from gpuprinciples.grader.report import Report
+from gpuprinciples.measure.calibrate import Ceilings
 
 H200ISH = Ceilings("cuda", "test GPU", copy_bandwidth=4e12, fp32_flops=50e12, bf16_flops=800e12, tf32_flops=400e12)
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from gpuprinciples.course.exercises import tensorcores as tc
-from gpuprinciples.grader.grading import grade
 from gpuprinciples.course.lab.models import tiny_lm, token_batch
+from gpuprinciples.grader.grading import grade
 from gpuprinciples.grader.report import FAILED, PASSED
 
 SEED = 20261202

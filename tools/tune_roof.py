@@ -29,9 +29,9 @@ from triton.testing import do_bench
 
 from gpuprinciples import calibrate
 from gpuprinciples.course import catalog
-from gpuprinciples.instructor import bench
 from gpuprinciples.course.kernels import attention as at
 from gpuprinciples.course.kernels import matmul as mm
+from gpuprinciples.instructor import bench
 
 START = time.monotonic()
 ATTENTION = [  # BLOCK_M, BLOCK_N, num_stages, num_warps, warp-specialised

@@ -24,6 +24,7 @@ import torch
 
 from ...machine import runtime
 from ...measure import counters
+from ...toolchain.compiling import HOPPER_PROPERTIES
 from ..kit import (
     Case,
     FunctionExercise,
@@ -60,7 +61,8 @@ SAVED_MIB = ValueExercise(
               "many MiB is that?"),
     expected=_saved_mib,
     rel_tol=0.02,
-    hints=("O has the shape of Q: B·H·N·D elements of 2 bytes.", "The LSE is B·H·N float32 values; 1 MiB = 2**20 bytes."),
+    hints=("O has the shape of Q: B·H·N·D elements of 2 bytes.",
+           "The LSE is B·H·N float32 values; 1 MiB = 2**20 bytes."),
 )
 
 MATMULS = ValueExercise(
@@ -352,7 +354,8 @@ def _timing_inputs(gen, device, causal=False):
     """The lesson's shape in bf16: q, k, v, dO drawn here, O and LSE from the package's forward."""
     from ..kernels.attention_backward import attention_lse
     q, k, v, do = (torch.randn(SHAPE, generator=gen, device=device, dtype=torch.bfloat16) for _ in range(4))
-    if device == "cpu":  # only timed on a GPU: a CPU reads shapes (roofline, bytes), and the interpreter would take hours
+    # only timed on a GPU: a CPU reads shapes (roofline, bytes), and the interpreter would take hours
+    if device == "cpu":
         return q, k, v, torch.empty_like(q), torch.empty(SHAPE[:3], device=device), do, causal
     o, lse = attention_lse(q, k, v, causal)
     return q, k, v, o, lse, do, causal
@@ -463,7 +466,8 @@ def _compare_function(got, want, case) -> list[str]:
         problems += output_problems(t, dev, exp, q.dtype, f" for {name}{where}")
     if problems:
         return problems
-    reasons = _close("output", out[0], want[0], *ATTENTION_TOLERANCES[(q.dtype, _kind(case))], where) + _grad_reasons(out[1:], want[1:], case)
+    reasons = (_close("output", out[0], want[0], *ATTENTION_TOLERANCES[(q.dtype, _kind(case))], where)
+               + _grad_reasons(out[1:], want[1:], case))
     if got["saved"] is not None and got["saved"] > saved_budget(case):
         reasons.append(f"the forward saved {_fmt_bytes(got['saved'])} for the backward{where}, where q, k, v, O and "
                        f"one LSE per row are {_fmt_bytes(saved_budget(case))}: keep O and the LSE "
@@ -542,7 +546,7 @@ TILE_CHOICES = ((32, 64, 4), (32, 128, 4), (64, 64, 4), (64, 128, 4), (64, 128, 
 def compile_dkdv(block_m: int, block_n: int, num_warps: int, causal: bool = False):
     """The package's dK/dV kernel compiled for an H100/H200 as it is launched at D = 128 in bf16, 3 stages (strides
     multiples of 16, as PyTorch's tensors have them): its CompiledInfo (registers, spills, shared_bytes, ...)."""
-    from ...toolchain import compiling, gpucompile
+    from ...toolchain import gpucompile
     from ..kernels.attention_backward import dkdv_kernel
     B, H, N, D = 1, 1, 256, 128
     q, k, v, do, dk, dv = (torch.empty(B, H, N, D, dtype=torch.bfloat16, device=runtime.DEVICE) for _ in range(6))
@@ -563,7 +567,7 @@ def _tiles_of(got):
 def _fits(choice) -> bool:
     info = compile_dkdv(*choice)
     return bool(info.ok and not info.spills and info.shared_bytes is not None
-                and info.shared_bytes <= compiling.HOPPER_PROPERTIES["max_shared_mem"])
+                and info.shared_bytes <= HOPPER_PROPERTIES["max_shared_mem"])
 
 
 def _best_tiles():

@@ -214,7 +214,8 @@ PAD_MODEL = FunctionExercise(
     timeout_s=300.0,
     solution="gpuprinciples.course.exercises.tensorcores:pad_model",
     # the roof of the padded step is the original problem's work: padding adds FLOPs, not useful ones
-    timed_roof=TimedRoof(lambda r: recipe_step_work(r, _ROOF_DTYPE[r["dtype"]], param_bytes=_DTYPES[r["dtype"]].itemsize),
+    timed_roof=TimedRoof(lambda r: recipe_step_work(r, _ROOF_DTYPE[r["dtype"]],
+                                                    param_bytes=_DTYPES[r["dtype"]].itemsize),
                          timed="padded"),
     judges=((("cpu", "gpu"), "every matmul dimension a multiple of 16 bytes (counted)"),
             (("gpu",), f"a GPT-2-shaped step timed: speedup over vocab 50257 ≥ {MIN_SPEEDUP:g}×")),

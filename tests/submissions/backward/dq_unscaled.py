@@ -2,7 +2,7 @@
 # exercise: backward.attention_backward
 # function: attention_backward
 # verdict: failed
-# says: dq: 
+# says: dq:
 from _kernels import backward
 
 
