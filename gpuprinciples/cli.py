@@ -178,6 +178,12 @@ def _gradebook(args) -> int:
 def _exercises(args) -> int:
     from .course import catalog
     from .instructor import gradebook
+    if args.write:
+        if not gradebook.write_exercise_table(Path(args.write)):
+            return _usage_error(f"{args.write} has no place for the table: put these two lines where it goes\n"
+                                f"{gradebook.TABLE_BEGIN}\n{gradebook.TABLE_END}")
+        print(f"wrote the exercise table into {args.write}")
+        return 0
     if args.markdown:
         print(gradebook.exercise_table())
         return 0
@@ -272,6 +278,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = command("exercises", _exercises, "list every exercise and what it grades with and without a GPU")
     p.add_argument("--markdown", action="store_true", help="one Markdown table")
+    p.add_argument("--write", metavar="PAGE", help="put the table into PAGE between its two markers "
+                                                   "(docs/workshop.md has them)")
 
     p = command("figures", _figures, "measure every figure the lessons quote on this GPU; write docs/measured.md")
     p.add_argument("--write", metavar="PAGE", help="write the page there (default: print it)")

@@ -57,7 +57,7 @@ def random_cache(gen, B, Hq, Hkv, S, D):
 def test_decode_attention_matches_float64(B, Hq, Hkv, S, D, splits):
     q, k, v, lens = random_cache(torch.Generator().manual_seed(S), B, Hq, Hkv, S, D)
     got = decode_attention(q, k, v, lens, splits=splits)
-    want = decoding._attention_reference(q, k, v, lens)
+    want = decoding.attention_reference(q, k, v, lens)
     assert got.dtype == q.dtype and (got.double() - want).abs().max() < TOL
 
 
@@ -112,7 +112,7 @@ def test_paged_matches_the_contiguous_cache(page):
                                                                                                              page, D)
     assert torch.equal(gather_pages(k_pages, table, S), k)
     got = paged_decode_attention(q, k_pages, v_pages, table, lens)
-    assert (got.double() - decoding._attention_reference(q, k, v, lens)).abs().max() < TOL
+    assert (got.double() - decoding.attention_reference(q, k, v, lens)).abs().max() < TOL
 
 
 def test_weight_only_matmul_matches_its_dequantised_product():
@@ -293,14 +293,14 @@ def test_decode_cases_are_fresh_and_cover_the_contract():
         dead = ~decoding._live_positions(c.args).bool()
         if " nan " in c.label:
             assert torch.isnan(v[dead]).all()
-        assert torch.isfinite(decoding._attention_reference(*c.args)).all()
+        assert torch.isfinite(decoding.attention_reference(*c.args)).all()
 
 
 def test_every_decode_case_can_fail():
     """Zeros, q itself, and the wrong head mapping (h % Hkv instead of h // G) must not pass."""
     for case in decoding._decode_cases(torch.Generator().manual_seed(3), "cpu"):
         q, k, v, lens = case.args
-        want = decoding._attention_reference(*case.args)
+        want = decoding.attention_reference(*case.args)
         compare = decoding.DECODE_ATTENTION.compare
 
         def wrap(out):
@@ -311,7 +311,7 @@ def test_every_decode_case_can_fail():
         Hq, Hkv = q.shape[1], k.shape[1]
         if Hq != Hkv and Hkv > 1:
             heads = torch.arange(Hq) % Hkv
-            mixed = decoding._attention_reference(q, k[:, heads], v[:, heads], lens)  # as if MHA with another order
+            mixed = decoding.attention_reference(q, k[:, heads], v[:, heads], lens)  # as if MHA with another order
             assert compare(wrap(mixed.to(q.dtype)), want, case)
 
 
@@ -337,7 +337,7 @@ def test_the_live_load_judge():
 def test_traffic_bound_allows_the_splits_and_refuses_copies():
     case = decoding._decode_cases(torch.Generator().manual_seed(4), "cpu")[1]
     rule = decoding.DECODE_ATTENTION.requirements[-1]
-    least = decoding._decode_min_bytes(case.args)
+    least = decoding.decode_min_bytes(case.args)
     assert rule.evaluate({"load_bytes": least, "store_bytes": 0, "torch_bytes": 0}, case) is None
     k = case.args[1]
     whole_copy = 2 * k.numel() * k.element_size()

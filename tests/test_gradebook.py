@@ -135,9 +135,19 @@ def test_exercises_listing_says_what_a_cpu_grades(capsys):
     assert "a larger step timed: speedup over the fp32 step" in table  # judged in compare, declared as data
 
 
-def test_the_workshop_guide_shows_the_table_the_registry_makes():
-    guide = (Path(__file__).resolve().parent.parent / "docs" / "workshop.md").read_text()
-    assert gradebook.exercise_table() in guide, "regenerate it: gpuprinciples exercises --markdown"
+def test_the_workshop_guide_shows_the_table_the_registry_makes(tmp_path):
+    guide = Path(__file__).resolve().parent.parent / "docs" / "workshop.md"
+    copy = tmp_path / "workshop.md"
+    copy.write_text(guide.read_text().replace("| `fusion.vector_add` |", "| `fusion.pasted_by_hand` |"))
+    assert cli.main(["exercises", "--write", str(copy)]) == 0
+    assert copy.read_text() == guide.read_text(), "regenerate it: gpuprinciples exercises --write docs/workshop.md"
+
+
+def test_a_page_without_the_markers_is_refused_and_left_alone(tmp_path, capsys):
+    page = tmp_path / "notes.md"
+    page.write_text("# notes\n")
+    assert cli.main(["exercises", "--write", str(page)]) == 2
+    assert page.read_text() == "# notes\n" and gradebook.TABLE_BEGIN in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------------------------

@@ -168,3 +168,37 @@ def test_function_level_imports_count(tmp_path):
     graph = import_graph(tmp_path / "gpuprinciples")
     assert graph["gpuprinciples.machine.specs"] == [("gpuprinciples.grader.judge", 2, "gpuprinciples/machine/specs.py")]
     assert len(upward_imports(graph)) == 1
+
+
+def private_imports(source: str) -> list[str]:
+    """Every `_name` a piece of notebook code imports from the package (lessons use public names only, so the
+    package may rename its insides without breaking a learner's notebook)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpuprinciples"):
+            found += [f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names
+                      if a.name.startswith("gpuprinciples") and any(p.startswith("_") for p in a.name.split("."))]
+    return sorted(found)
+
+
+def notebook_code(path: Path) -> str:
+    import json
+    cells = json.loads(path.read_text())["cells"]
+    # IPython magics (%, !) are not Python; they import nothing of the package
+    return "\n".join(line for c in cells if c["cell_type"] == "code"
+                     for line in "".join(c["source"]).splitlines() if not line.lstrip().startswith(("%", "!")))
+
+
+def test_notebooks_import_only_public_names():
+    root = PACKAGE.parent
+    found = [f"{p.relative_to(root)} imports {name}" for folder in ("solutions", "lessons")
+             for p in sorted((root / folder).glob("*.ipynb")) for name in private_imports(notebook_code(p))]
+    assert not found, "\n".join(found)
+
+
+def test_private_imports_are_seen():
+    assert private_imports("if x:\n    from gpuprinciples.course.exercises.decoding import _a, b\n"
+                           "import gpuprinciples._inner\nfrom torch import _C\n") == [
+        "gpuprinciples._inner", "gpuprinciples.course.exercises.decoding._a"]

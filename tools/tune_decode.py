@@ -308,7 +308,7 @@ def long_context():
     """5. decode attention, long context (B 8, Hq 32, Hkv 8, S 32768, D 128, bf16): default plan, splits, tiles, SDPA"""
     c = sizes(ex.LONG_CONTEXT, {"B": 2, "Hq": 8, "Hkv": 2, "S": 300, "D": 64})
     args = attention_args(c["B"], c["Hq"], c["Hkv"], c["S"], c["D"])
-    least = ex._decode_min_bytes(args)
+    least = ex.decode_min_bytes(args)
     default = dk.plan(args[0], c["Hkv"], c["S"])
     print(f"   default plan: {default}")
     tiles = {k: default[k] for k in ("block_n", "num_warps", "num_stages")}
@@ -544,7 +544,7 @@ def model_shapes():
     for B, S, splits in sizes(((1, 4096, (8, 16, 32, 64)), (16, 1024, (1, 2, 4, 8)), (64, 1024, (1, 2, 4))),
                               ((1, 100, (1, 2)),)):
         args = attention_args(B, 32, 8, S, 64) if not ARGS.dry_run else attention_args(B, 4, 2, S, 32)
-        least = ex._decode_min_bytes(args)
+        least = ex.decode_min_bytes(args)
         default = dk.plan(args[0], args[1].shape[1], S)
         print(f"   B={B} S={S}: default plan {default}")
         grid = [dict(block_n=64, splits=n, num_warps=4, num_stages=st) for n in splits for st in (2, 3)]
@@ -570,8 +570,8 @@ def paged():
         case = ex._paged_cases(torch.Generator().manual_seed(1), "cpu")[1]
         args = case.args
     else:
-        args = ex._paged_timing_inputs(torch.Generator(device=DEV).manual_seed(0), DEV)
-    least = ex._paged_min_bytes(args)
+        args = ex.paged_timing_inputs(torch.Generator(device=DEV).manual_seed(0), DEV)
+    least = ex.paged_min_bytes(args)
     default = dk.plan(args[0], args[1].shape[1], args[3].shape[1] * args[1].shape[2], tiles=pk.GPU_TILES)
     print(f"   default plan: {default}")
     contiguous = ex._paged_as_contiguous(*args)  # the same content, contiguous (made once, outside the timing)
@@ -579,7 +579,7 @@ def paged():
     variants += [dict(block_n=bn, num_warps=4, num_stages=st) for bn, st in sizes(((32, 2), (32, 3), (128, 2)), ())]
     fns = {"default": decode_fn(pk.paged_decode_attention, {}),
            **{cfg_name(t): decode_fn(pk.paged_decode_attention, t) for t in variants},
-           "gather + sdpa flash": ex._gather_then_sdpa,
+           "gather + sdpa flash": ex.gather_then_sdpa,
            "contiguous kernel on a contiguous copy": lambda q, kp, vp, t, n: dk.decode_attention(*contiguous),
            "copy of the same bytes": copy_of(least)}
     return {"default_plan": default, "rows": table("paged, pages of 16", fns, args, least, budget_s=sizes(2.0, 0.1))}

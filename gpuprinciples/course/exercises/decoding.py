@@ -373,7 +373,7 @@ def _decode_cases(gen: torch.Generator, mode: str) -> list[Case]:
     return cases
 
 
-def _attention_reference(q, k_cache, v_cache, seq_lens) -> torch.Tensor:
+def attention_reference(q, k_cache, v_cache, seq_lens) -> torch.Tensor:
     """float64 softmax(q · kᵀ / √D) · v over each sequence's first seq_lens[b] positions, query head h
     reading KV head h // (Hq / Hkv)."""
     B, Hq, D = q.shape
@@ -467,7 +467,7 @@ def _s_max(args) -> int:
     return args[1].shape[2] if args[1].dim() == 4 and len(args) == 4 else args[3].shape[1] * args[1].shape[2]
 
 
-def _decode_min_bytes(args) -> int:
+def decode_min_bytes(args) -> int:
     q, k, _, lens = args
     live = int(lens.sum()) * k.shape[1] * k.shape[3] * k.element_size()
     return 2 * live + 2 * q.numel() * q.element_size() + lens.numel() * 4
@@ -486,7 +486,7 @@ def _sdpa_baseline(backend: str | None, packed: bool = True):
 LONG_CONTEXT = {"B": 8, "Hq": 32, "Hkv": 8, "S": 32768, "D": 128}  # 1 GiB of K and V in bf16
 
 
-def _decode_timing_inputs(gen, device):
+def decode_timing_inputs(gen, device):
     c = LONG_CONTEXT
     q = torch.randn(c["B"], c["Hq"], c["D"], generator=gen, device=device, dtype=torch.bfloat16)
     k, v = (torch.randn(c["B"], c["Hkv"], c["S"], c["D"], generator=gen, device=device, dtype=torch.bfloat16)
@@ -499,7 +499,7 @@ def _ragged_timing_inputs(gen, device):
     it for 8 sequences): what a server's batch looks like. A static-cache implementation reads all S positions of
     each (SDPA with a mask); half are live. The lengths are the same in every variant of the timed inputs (only
     the values change between rounds), so the bytes a round must move are the same too."""
-    q, k, v, _ = _decode_timing_inputs(gen, device)
+    q, k, v, _ = decode_timing_inputs(gen, device)
     B, S = k.shape[0], k.shape[2]
     lens = torch.tensor([S * (2 * b + 1) // (2 * B) for b in range(B)], dtype=torch.int32, device=device)
     return q, k, v, lens
@@ -543,19 +543,19 @@ DECODE_ATTENTION = FunctionExercise(
     signature="decode_attention(q [B, Hq, D], k_cache [B, Hkv, S_max, D], v_cache, seq_lens [B]) -> [B, Hq, D]  # "
               + SIGNATURE_NOTE,
     cases=_decode_cases,
-    reference=_attention_reference,
+    reference=attention_reference,
     run=traced_run(DECODE_REGIONS),
     compare=_compare_kernel(DECODE_REGIONS),
-    requirements=(LaunchesTriton(), MaxLaunches(2), NoTorchCompute(), TrafficWithin(_decode_min_bytes)),
+    requirements=(LaunchesTriton(), MaxLaunches(2), NoTorchCompute(), TrafficWithin(decode_min_bytes)),
     judges=((("cpu",), "no K/V position at or past seq_lens[b] loaded; each live K/V element loaded once in all, once "
              "per KV head (≤ 1.1×; counted element by element)"),),
     timing=Timing(
-        inputs=_decode_timing_inputs,
+        inputs=decode_timing_inputs,
         # the two fastest forms on an H200 (tools/tune_decode.py, 2026-12-03; docs/decoding-h200.md): FlashAttention
         # with the G query heads of a KV head packed as G query rows (97 % of copy), and enable_gqa=True with
         # PyTorch's choice of backend (cuDNN there: 99 %, a copy's speed). Both read each KV head once.
         baselines={"sdpa flash": _sdpa_baseline("FLASH_ATTENTION"), "sdpa, enable_gqa": _sdpa_baseline(None, False)},
-        min_bytes=_decode_min_bytes,
+        min_bytes=decode_min_bytes,
         flops=lambda args: 4 * args[0].shape[0] * args[0].shape[1] * args[1].shape[2] * args[0].shape[2],
         # the package's kernel: 0.99x and 1.01x of them, 97 % of copy (same run); a kernel that loads K/V once per
         # query head loads them G = 4 times over (tools/tune_decode.py grades one, tests/submissions/decoding/)
@@ -564,7 +564,7 @@ DECODE_ATTENTION = FunctionExercise(
         # ragged: the package's kernel 84 % of copy, 4.3x the masked SDPA; a kernel that reads every position moves
         # twice the live bytes (under 50 %); SDPA at a copy's speed over the whole cache would still be 1.7x slower
         also=(Timing(label="ragged lengths", inputs=_ragged_timing_inputs,
-                     baselines={"sdpa + mask, whole cache": _masked_sdpa}, min_bytes=_decode_min_bytes,
+                     baselines={"sdpa + mask, whole cache": _masked_sdpa}, min_bytes=decode_min_bytes,
                      min_speedup={"sdpa + mask, whole cache": 1.3}, min_bandwidth_fraction=0.7),),
     ),
     timeout_s=240.0,
@@ -641,7 +641,7 @@ def _paged_as_contiguous(q, k_pages, v_pages, block_table, seq_lens):
 
 
 def _paged_reference(q, k_pages, v_pages, block_table, seq_lens) -> torch.Tensor:
-    return _attention_reference(*_paged_as_contiguous(q, k_pages, v_pages, block_table, seq_lens))
+    return attention_reference(*_paged_as_contiguous(q, k_pages, v_pages, block_table, seq_lens))
 
 
 def _live_page_rows(args) -> torch.Tensor:
@@ -669,14 +669,14 @@ PAGED_REGIONS = (
 )
 
 
-def _paged_min_bytes(args) -> int:
+def paged_min_bytes(args) -> int:
     q, pages, _, table, lens = args
     live = int(lens.sum()) * pages.shape[1] * pages.shape[3] * pages.element_size()
     used = int(((lens.long() + pages.shape[2] - 1) // pages.shape[2]).sum())
     return 2 * live + 2 * q.numel() * q.element_size() + lens.numel() * 4 + used * 4
 
 
-def _gather_then_sdpa(q, k_pages, v_pages, block_table, seq_lens):
+def gather_then_sdpa(q, k_pages, v_pages, block_table, seq_lens):
     """Without a paged kernel: copy the pages into a contiguous cache, then SDPA (the timing input's
     sequences are all full)."""
     from ..kernels.decode_attention import sdpa_decode
@@ -687,7 +687,7 @@ def _gather_then_sdpa(q, k_pages, v_pages, block_table, seq_lens):
 PAGED_TIMING_PAGE = 16  # vLLM's default block size
 
 
-def _paged_timing_inputs(gen, device):
+def paged_timing_inputs(gen, device):
     c, page = LONG_CONTEXT, PAGED_TIMING_PAGE
     per_seq = c["S"] // page
     n_pages = c["B"] * per_seq + 64
@@ -709,14 +709,14 @@ PAGED_DECODE_ATTENTION = FunctionExercise(
     reference=_paged_reference,
     run=traced_run(PAGED_REGIONS),
     compare=_compare_kernel(PAGED_REGIONS),
-    requirements=(LaunchesTriton(), MaxLaunches(2), NoTorchCompute(), TrafficWithin(_paged_min_bytes)),
+    requirements=(LaunchesTriton(), MaxLaunches(2), NoTorchCompute(), TrafficWithin(paged_min_bytes)),
     judges=((("cpu",), "only the rows of live positions in the pages the block table points to loaded, and no table "
              "entry past a sequence's last page; each live K/V element once in all (≤ 1.1×; counted element by "
              "element)"),),
     timing=Timing(
-        inputs=_paged_timing_inputs,
-        baselines={"gather + sdpa flash": _gather_then_sdpa},
-        min_bytes=_paged_min_bytes,
+        inputs=paged_timing_inputs,
+        baselines={"gather + sdpa flash": gather_then_sdpa},
+        min_bytes=paged_min_bytes,
         flops=lambda args: 4 * args[0].shape[0] * args[0].shape[1] * args[3].shape[1] * args[1].shape[2]
         * args[0].shape[2],
         # the package's kernel: 86 % of copy, 7.7x (tools/tune_decode.py on an H200, 2026-12-03); a gather at a copy's
