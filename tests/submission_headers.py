@@ -164,8 +164,9 @@ def report(path: Path):
         batch.sort(key=lambda p: "timeout" not in header(p))
         # a pass on a GPU includes its timing: graded alone, so that no other grade disturbs it
         alone = [p for p in batch if runtime.HAS_CUDA and header(p)["verdict"] == "passed"]
-        # Triton 3.6's interpreter fails its start-up self-test now and then when graders start together
-        workers = 1 if runtime.INTERPRETER and compat.triton_version() < (3, 9) else 2
+        # Triton 3.6's interpreter fails its start-up self-test now and then when graders start together; a
+        # GPU machine's cores compile six at a time (these grades fail before timing or are timed as failing)
+        workers = 1 if runtime.INTERPRETER and compat.triton_version() < (3, 9) else 6 if runtime.HAS_CUDA else 2
         with ThreadPoolExecutor(max_workers=workers) as pool:
             together = [p for p in batch if p not in alone]
             _REPORTS.update(zip(together, pool.map(grade_fixture, together)))

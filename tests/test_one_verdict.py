@@ -104,7 +104,8 @@ def test_the_recorded_cpu_verdicts_cover_every_compared_fixture():
 @pytest.mark.gpu
 def test_every_reference_solution_passes_on_the_gpu():
     """What would have caught lesson 09 failing its own solutions on every GPU: each exercise's `solution`,
-    graded on this GPU, timing included."""
+    graded on this GPU, timing included; and every report that timed something states its fraction of the
+    roof (issue 31: a learner sees how close to the hardware, not only a speedup over a baseline)."""
     import importlib
     import time
 
@@ -121,6 +122,9 @@ def test_every_reference_solution_passes_on_the_gpu():
                                f"{'; '.join(report.reasons)[:300]}")
         if report.status != PASSED:
             failed[ex.id] = report.reasons
+        timed = getattr(ex, "timing", None) is not None or getattr(ex, "timed_roof", None) is not None
+        if timed and not 0 < report.measurements.get("roof", {}).get("fraction", 0):
+            failed[ex.id] = [f"timed, but the report states no roof fraction: {sorted(report.measurements)}"]
     assert not failed, failed
 
 

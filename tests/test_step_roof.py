@@ -1,7 +1,6 @@
 """Every GPU report carries its fraction of the roof: kernels through their `Timing` (test_roof.py), and the
 whole-program exercises that time a step in their own run (amp, tensorcores, checkpoint) through `TimedRoof`."""
 
-import importlib
 
 import pytest
 import torch
@@ -88,19 +87,5 @@ def test_no_roof_from_rounds_without_the_learners_step():
     assert steproof.timed_roof(roof, {}, None, H200ISH) is None
 
 
-@pytest.mark.gpu
-def test_every_gpu_report_carries_its_roof_fraction():
-    """Each exercise's reference solution graded on this GPU: every report that timed something states its
-    fraction of the roof."""
-    from gpuprinciples.grader.grading import grade
-    from gpuprinciples.sandbox.submission import from_function
-    missing = {}
-    for ex in catalog.all_exercises().values():
-        timed = getattr(ex, "timing", None) is not None or getattr(ex, "timed_roof", None) is not None
-        if ex.kind != "function" or not ex.solution or not timed:
-            continue
-        module, name = ex.solution.split(":")
-        report = grade(ex.id, from_function(getattr(importlib.import_module(module), name)))
-        if "roof" not in report.measurements or not 0 < report.measurements["roof"]["fraction"]:
-            missing[ex.id] = (report.status, sorted(report.measurements))
-    assert not missing, missing
+# On a GPU, tests/test_one_verdict.py's reference run checks that every timed report carries its roof
+# fraction (one grade per reference serves both checks).
