@@ -287,3 +287,12 @@ def test_every_timed_call_gets_values_no_call_saw_before():
     refs = {call: judge.fingerprint(x + 1, 2) for call, x in enumerate(timed)}
     assert all(judge.fingerprints_match(result.fingerprints[c], refs[c]) for c in refs)
     assert not judge.fingerprints_match(result.fingerprints[1], refs[2])
+
+
+def test_a_cpu_tensor_handed_to_a_gpu_kernel_is_explained():
+    from gpuprinciples.grader import worker
+    try:
+        raise ValueError("Pointer argument (at 3) cannot be accessed from Triton (cpu tensor?)")
+    except ValueError as exc:
+        said = worker._describe_error(exc, "nowhere.py")
+    assert said.startswith("ValueError: Pointer argument") and "device=x.device" in said

@@ -155,7 +155,23 @@ def test_the_speedup_is_computed_here_from_the_raw_rounds():
     assert 1.9 < low < 2.2
     slow = [{"yours": 1e-5, "eager": 1.2e-5} for _ in range(20)]
     verdict = judge.judge_timing(timing_spec(min_speedup={"eager": 1.5}), (), ARGS, references(), timed(slow), 4e12)
-    assert "its interval must reach 1.5" in verdict.reasons[0]
+    assert "its interval must reach 1.5" in verdict.reasons[0] and not verdict.undecided
+
+
+def test_a_median_at_the_bar_with_a_wide_interval_is_undecided_not_failed_twice():
+    """Rounds whose median reaches the bar but whose interval dips below it (noise: the H200 once timed lesson 10's
+    reference at 0.98x, interval 0.86-0.99x, against a 0.9x bar) are timed again by grading; a median below
+    the bar, or another reason beside it, is a verdict at once."""
+    noisy = [{"yours": 1e-5, "eager": 1e-5 * (0.8 if i % 5 < 2 else 1.0)} for i in range(21)]
+    verdict = judge.judge_timing(timing_spec(min_speedup={"eager": 0.9}), (), ARGS, references(), timed(noisy), 4e12)
+    median, low, _ = verdict.measurements["speedup"]["eager"]
+    assert low < 0.9 <= median and verdict.reasons and verdict.undecided
+    below = [{"yours": 1e-5, "eager": 1e-5 * (0.85 if i % 2 else 0.8)} for i in range(21)]
+    verdict = judge.judge_timing(timing_spec(min_speedup={"eager": 0.9}), (), ARGS, references(), timed(below), 4e12)
+    assert verdict.reasons and not verdict.undecided
+    both = timing_spec(min_speedup={"eager": 0.9}, min_bandwidth_fraction=0.99)
+    verdict = judge.judge_timing(both, (), ARGS, references(), timed(noisy), 4e12)
+    assert len(verdict.reasons) == 2 and not verdict.undecided
 
 
 def test_an_output_replayed_after_the_inputs_changed_fails():

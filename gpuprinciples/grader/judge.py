@@ -267,6 +267,9 @@ class TimingVerdict:
     checks: list[tuple[str, bool | None, str]] = field(default_factory=list)
     measurements: dict = field(default_factory=dict)
     roof: str = ""  # the kernel's fraction of this GPU's roof, in a sentence
+    # every reason is a speedup whose median reached its bar while its interval's lower end did not: the rounds
+    # were too noisy to decide, and another timing may (grading times once more, never a third time)
+    undecided: bool = False
 
 
 def judge_timing(spec, requirements, args: tuple, references: list[dict], result: TimingResult,
@@ -364,6 +367,7 @@ def judge_timing(spec, requirements, args: tuple, references: list[dict], result
         if not good:
             verdict.reasons.append(f"reached {fraction:.0%} of this GPU's copy bandwidth; the target is "
                                    f"{spec.min_bandwidth_fraction:.0%}")
+    undecided = []
     for base, (median, low, high) in speedups.items():
         need = spec.min_speedup.get(base)
         detail = f"{median:.2f}× (95% interval {low:.2f}–{high:.2f}×)"
@@ -371,4 +375,6 @@ def judge_timing(spec, requirements, args: tuple, references: list[dict], result
         verdict.checks.append((f"speedup over {base}" + (f" ≥ {need:g}×" if need else ""), good, detail))
         if good is False:
             verdict.reasons.append(f"speedup over {base} is {detail}; its interval must reach {need:g}×")
+            undecided.append(median >= need)
+    verdict.undecided = bool(undecided) and all(undecided) and len(undecided) == len(verdict.reasons)
     return verdict

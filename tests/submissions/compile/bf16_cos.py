@@ -1,7 +1,8 @@
 # exercise: fusion.cos_cos
 # function: cos_cos
 # verdict: failed
-# says: does not compile for an h100/h200
+# cpu-says: does not compile for an h100/h200
+# gpu-says: does not compile for this gpu
 # says: but got bf16
 # says: `.to(tl.float32)`
 """Wrong: keeps the intermediate in bf16 "to save registers" and takes tl.cos of bf16 values. The

@@ -2,7 +2,8 @@
 # function: decode_attention
 # verdict: failed
 # says: bfloat16
-# says: does not compile for an h100/h200
+# cpu-says: does not compile for an h100/h200
+# gpu-says: does not compile for this gpu
 # says: same dtype
 # says: p.to(v.dtype)
 # seed: 10

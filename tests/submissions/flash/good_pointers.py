@@ -1,8 +1,11 @@
 # exercise: flash.attention
 # function: attention
 # verdict: passed
+# gpu-verdict: failed
+# gpu-says: speedup over naive
 # seed: 8
-"""A correct FlashAttention forward written with plain pointers and masks (must pass)."""
+"""A correct FlashAttention forward written with plain pointers and masks (passes on a CPU). Too slow
+for a GPU's bar: 1.47× the naive attention on the H200 where 2× is asked (its untuned 64-row tiles)."""
 
 import math
 

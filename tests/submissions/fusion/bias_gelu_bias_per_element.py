@@ -1,8 +1,9 @@
 # exercise: fusion.bias_gelu
 # function: bias_gelu
 # verdict: failed
-# says: moved
-# says: is the minimum
+# gpu-verdict: passed
+# cpu-says: moved
+# cpu-says: is the minimum
 """One flat kernel that loads bias[i % N] for every element: the bias is read M times over."""
 import torch
 import triton

@@ -2,7 +2,8 @@
 # function: cos_cos
 # verdict: failed
 # says: bfloat16
-# says: does not compile for an h100/h200
+# cpu-says: does not compile for an h100/h200
+# gpu-says: does not compile for this gpu
 # says: take fp32 or fp64
 """cos(cos(x)) straight on the loaded values: right in float32, but a GPU's compiler refuses tl.cos on bf16,
 so the bf16 case must fail on a CPU too (where the interpreter would compute it)."""

@@ -1,9 +1,10 @@
 # exercise: fusion.cos_cos
 # function: cos_cos
 # verdict: failed
-# says: moved
-# says: is the minimum
-# says: at most 1.1× allowed
+# cpu-says: moved
+# cpu-says: is the minimum
+# cpu-says: at most 1.1× allowed
+# gpu-says: but got bf16
 """Missing mask on the load: the last block reads past the end of x (the store is masked, so the
 values are right; the grader sees the extra bytes)."""
 import torch

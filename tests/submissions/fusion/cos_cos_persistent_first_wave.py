@@ -1,8 +1,10 @@
 # exercise: fusion.cos_cos
 # function: cos_cos
 # verdict: failed
-# says: not written by a triton store
-# says: more programs than an h200's 132 sms
+# cpu-says: not written by a triton store
+# cpu-says: more programs than an h200's 132 sms
+# gpu-says: on the warm-up call
+# gpu-says: nan in the wrong places
 """A persistent grid (one program per SM, each walking the tiles) whose stride is one too long: right while
 every tile fits the first wave (at most 132 tiles of 1024), wrong past it (tile 132 is never computed). A CPU
 whose cases all fit 132 programs passed it; an H200's timed inputs (2**28 elements) reach the second wave."""

@@ -28,7 +28,7 @@ def k(x_ptr, w_ptr, b_ptr, y_ptr, M, N, x_stride, eps, BLOCK: tl.constexpr, ROWS
 
 def layernorm(x, weight, bias, eps):
     m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype)
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     k[(triton.cdiv(m, 16),)](x, weight, bias, y, m, n, x.stride(0), eps, BLOCK=triton.next_power_of_2(n),
                              ROWS_PER_PROGRAM=16)
     return y

@@ -1,8 +1,9 @@
 # exercise: fusion.layernorm
 # function: layernorm
 # verdict: failed
-# says: moved
-# says: is the minimum
+# gpu-verdict: passed
+# cpu-says: moved
+# cpu-says: is the minimum
 # mutant-of: fusion/right_layernorm_one_row_per_program.py
 """Right values, but x crosses memory twice: one load for the mean, another for the variance and the
 output (1.5x the minimum bytes). Declaring weight and bias as cached must not excuse re-reading x."""

@@ -1,8 +1,9 @@
 # exercise: fusion.softmax
 # function: softmax
 # verdict: failed
-# says: not written by a triton store
-# says: more rows than an h200's 132 sms
+# cpu-says: not written by a triton store
+# cpu-says: more rows than an h200's 132 sms
+# gpu-says: wrong on the large timing input
 """A persistent grid of at most 132 programs (one per SM) walking the rows with a stride one too long: right
 while there are at most 132 rows, wrong past them (row 132 is never computed). A CPU whose cases all had fewer
 rows passed it; an H200's timed input (4096 rows) reaches the second wave."""

@@ -21,6 +21,6 @@ def k(x_ptr, y_ptr, n_cols, x_stride, y_stride, BLOCK: tl.constexpr):
 
 def softmax(x):
     m, n = x.shape
-    y = torch.empty((m, n), dtype=x.dtype)
+    y = torch.empty((m, n), dtype=x.dtype, device=x.device)
     k[(m,)](x, y, n, x.stride(0), y.stride(0), BLOCK=triton.next_power_of_2(n))
     return y

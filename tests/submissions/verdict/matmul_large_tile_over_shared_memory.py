@@ -2,7 +2,8 @@
 # function: matmul
 # verdict: failed
 # says: shared memory
-# says: cuda sm_90 allows
+# cpu-says: cuda sm_90 allows
+# gpu-says: this gpu allows 232,448
 # mutant-of: hierarchy/tutorial_style.py
 """Wrong on a GPU: a tutorial-style matmul whose host code picks its tiles from the size. The small shapes'
 64×64×32 tile is fine; the large shapes' 128×256×128 in 4 stages needs more shared memory than an H100/H200
