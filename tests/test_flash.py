@@ -74,20 +74,16 @@ def test_the_loop_is_warp_specialised_with_the_wrappers_kv_descriptors(host):
     """Compiled for sm_90: two computing warpgroups and a producer (12 warps, registers moved by setmaxnreg), whether
     K and V come through the wrapper's descriptors or the program's own (a wrapper-made Q descriptor, its tile fixed,
     makes Triton 3.6-3.9's warp specialisation refuse the kernel: Q and O stay the program's own)."""
-    from gpuprinciples.course.kernels.attention import attention_kernel
-    from gpuprinciples.toolchain import compiling
+    from gpuprinciples.course.kernels.attention import _host_descriptors, attention_kernel
+    from gpuprinciples.toolchain import gpucompile
 
-    sig = {"Q": "*bf16", "Out": "*bf16", "H": "i32", "N": "i32", "qk_scale": "fp32",
-           **{n: "i32" for n in "sqb sqh sqn skb skh skn svb svh svn sob soh son N_KEY".split()},
-           **{n: ("tensordesc<bf16[128,128]>" if host else "*bf16") for n in ("K", "V")}}
-    consts = dict(D=128, CAUSAL=False, PRECISION="tf32", BLOCK_M=128, BLOCK_N=128, HEADS_INNER=False, EVEN_N=True,
-                  WARP_SPECIALIZE=True, HOST_DESC=host)
-    jit = compiling.jit_function_of(attention_kernel)
-    target = compiling.compile_target()
-    full, values, attrs, options = compiling.explicit_specialization(jit, target, sig, consts,
-                                                                     {"num_warps": 4, "num_stages": 2})
-    compiled = compiling.compile_for(jit, target, full, values, attrs, options)
-    assert compiled.metadata.num_warps == 12 and "setmaxnreg" in compiled.asm["ptx"]
+    t = torch.empty(1, 2, 256, 128, dtype=torch.bfloat16)
+    kv = _host_descriptors(t, t, 128) if host else (t, t)
+    info = gpucompile.compile_launch(attention_kernel, (t, *kv, t, 2, 256, 0.1, *t.stride()[:3] * 4, 256), dict(
+        D=128, CAUSAL=False, PRECISION="tf32", BLOCK_M=128, BLOCK_N=128, EVEN_N=True, WARP_SPECIALIZE=True,
+        HOST_DESC=host, num_warps=4, num_stages=2))
+    assert info.ok, info.error
+    assert info.num_warps == 12 and "setmaxnreg" in info.ptx
 
 
 def test_bytes_without_a_cache_give_an_intensity_of_about_block_m():
