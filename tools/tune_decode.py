@@ -4,7 +4,8 @@
     PYTHONPATH=. python tools/tune_decode.py --dry-run    # anywhere: every item at toy sizes (a CPU runs the
                                                           # interpreter: checks the script, times nothing real)
     PYTHONPATH=. python tools/tune_decode.py --only 2,3 --model 8b   # items 2 and 3 at LLAMA_8B's shapes: the
-                                                          # matrix-vector tiles for decode_step.TUNED (issue 31)
+                                                          # matrix-vector tiles for decode_step.TUNED (issue 31);
+                                                          # --only 3 alone builds the model itself (about 35 s)
 
 Items, in order (each catches its own errors, so one failure does not hide the rest; past the time budget the
 remaining items are skipped and say so):
