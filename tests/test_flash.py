@@ -54,6 +54,38 @@ def test_program_order_changes_nothing_but_the_order():
                            attention(q, k, v, causal, blocks=blocks, heads_inner=True))
 
 
+def test_descriptors_made_by_the_wrapper_and_the_persistent_kernel_give_the_same_answer():
+    # K/V descriptors over [B·H·N, D] (row0 = the head's first row) and one program walking several work items
+    from gpuprinciples.course.kernels.attention import CPU_BLOCKS, attention_persistent
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 3, 128, 32, generator=gen) * 3 for _ in range(3))
+    for causal in (False, True):
+        want = naive_attention(q.double(), k.double(), v.double(), causal)
+        got = attention(q, k, v, causal, blocks=CPU_BLOCKS, host_desc=True)
+        assert (got.double() - want).abs().max() < 1e-4
+    got = attention_persistent(q, k, v, programs=5)  # 24 work items over 5 programs
+    assert (got.double() - naive_attention(q.double(), k.double(), v.double())).abs().max() < 1e-4
+    with pytest.raises(AssertionError, match="multiple of 128"):
+        attention(q[:, :, :100], k[:, :, :100], v[:, :, :100], host_desc=True)
+
+
+@pytest.mark.parametrize("host", [False, True])
+def test_the_loop_is_warp_specialised_with_the_wrappers_kv_descriptors(host):
+    """Compiled for sm_90: two computing warpgroups and a producer (12 warps, registers moved by setmaxnreg), whether
+    K and V come through the wrapper's descriptors or the program's own (a wrapper-made Q descriptor, its tile fixed,
+    makes Triton 3.6-3.9's warp specialisation refuse the kernel: Q and O stay the program's own)."""
+    from gpuprinciples.course.kernels.attention import _host_descriptors, attention_kernel
+    from gpuprinciples.toolchain import gpucompile
+
+    t = torch.empty(1, 2, 256, 128, dtype=torch.bfloat16)
+    kv = _host_descriptors(t, t, 128) if host else (t, t)
+    info = gpucompile.compile_launch(attention_kernel, (t, *kv, t, 2, 256, 0.1, *t.stride()[:3] * 4, 256), dict(
+        D=128, CAUSAL=False, PRECISION="tf32", BLOCK_M=128, BLOCK_N=128, EVEN_N=True, WARP_SPECIALIZE=True,
+        HOST_DESC=host, num_warps=4, num_stages=2))
+    assert info.ok, info.error
+    assert info.num_warps == 12 and "setmaxnreg" in info.ptx
+
+
 def test_bytes_without_a_cache_give_an_intensity_of_about_block_m():
     from gpuprinciples.course.kernels.attention import hbm_bytes_without_cache
     B, H, N, D = 1, 1, 4096, 128

@@ -113,6 +113,25 @@ def test_c_stored_in_halves_and_a_flattened_loop_give_the_same_product():
         assert (mm.matmul(a, b, cfg).double() - a.double() @ b.double()).abs().max() < 1e-4
 
 
+def test_padded_operands_and_warp_specialised_loops_give_the_same_product():
+    gen = torch.Generator().manual_seed(2)
+    a, b = torch.randn(70, 104, generator=gen), torch.randn(104, 76, generator=gen)
+    want = a.double() @ b.double()
+    for cfg in (replace(mm.CPU_CONFIG, pad="ab"), replace(mm.CPU_CONFIG, pad="a", warp_specialize="tiles"),
+                replace(mm.CPU_CONFIG, warp_specialize="k")):
+        assert (mm.matmul(a, b, cfg).double() - want).abs().max() < 1e-4
+
+
+def test_padded_rows_are_128_bytes_apart_and_hold_the_same_numbers():
+    t = torch.randn(5, 52)  # rows of 208 bytes
+    wide = mm.padded_rows(t)
+    assert wide.stride(0) == 64 and torch.equal(wide, t)  # 256-byte rows (CUDA's allocator starts them on 512)
+    buf = torch.randn(5 * 64 + 32)
+    start = (-buf.data_ptr() % 128) // 4
+    aligned = buf[start:start + 5 * 64].view(5, 64)  # base and rows on 128 bytes: nothing to copy
+    assert mm.padded_rows(aligned) is aligned
+
+
 def test_alignment_hint_only_where_the_jit_cannot_see_16_byte_rows():
     assert mm.alignment_hint(2, 8192, 8192, 8192) == 1  # divisible by 16: Triton's JIT specialises on it
     assert mm.alignment_hint(2, 8184, 8200, 8184) == 8  # 16-byte rows, which only the hint tells the compiler

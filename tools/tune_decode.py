@@ -4,7 +4,8 @@
     PYTHONPATH=. python tools/tune_decode.py --dry-run    # anywhere: every item at toy sizes (a CPU runs the
                                                           # interpreter: checks the script, times nothing real)
     PYTHONPATH=. python tools/tune_decode.py --only 2,3 --model 8b   # items 2 and 3 at LLAMA_8B's shapes: the
-                                                          # matrix-vector tiles for decode_step.TUNED (issue 31)
+                                                          # matrix-vector tiles for decode_step.TUNED (issue 31);
+                                                          # --only 3 alone builds the model itself (about 35 s)
 
 Items, in order (each catches its own errors, so one failure does not hide the rest; past the time budget the
 remaining items are skipped and say so):
@@ -432,6 +433,8 @@ MATVEC_TILES = [dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=4, STAGES=st) for bn, bk,
     (1, 2048, 3), (2, 1024, 1), (2, 1024, 3), (2, 2048, 3), (4, 512, 3), (4, 1024, 1), (4, 1024, 3), (4, 2048, 3),
     (8, 256, 3), (8, 512, 1), (8, 512, 3), (8, 1024, 3), (16, 256, 3), (16, 512, 3), (32, 256, 3))] + [
     dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=8, STAGES=3) for bn, bk in ((4, 2048), (8, 1024), (16, 512))]
+# LLAMA_8B's weights (K 4096 or 14336): fewer, for the time; weight tiles of 4-16 KB, one to 8 rows per program
+MATVEC_TILES_8B = [t for t in MATVEC_TILES if 2048 <= t["BLOCK_N"] * t["BLOCK_K"] <= 8192 and t["BLOCK_N"] <= 8]
 
 
 def matvec_table(name, n, k, wdtype, tiles, gen, x, dtype):
@@ -474,8 +477,12 @@ def matvec():
     gen = torch.Generator(device=DEV).manual_seed(0)
     tuned, out = {}, {}
     for name, (n, k) in shapes.items():
+        if time.monotonic() - START > ARGS.budget:
+            print(f"   {name}: skipped (time budget spent)")
+            continue
         x = torch.randn(1, k, generator=gen, device=DEV, dtype=dtype)
-        tiles = [t for t in sizes(MATVEC_TILES, [dict(BLOCK_N=8, BLOCK_K=64, num_warps=4, STAGES=1)])
+        every = MATVEC_TILES_8B if ARGS.model == "8b" else MATVEC_TILES
+        tiles = [t for t in sizes(every, [dict(BLOCK_N=8, BLOCK_K=64, num_warps=4, STAGES=1)])
                  if t["BLOCK_K"] <= max(64, triton_pow2(k))]
         rows = matvec_table(name, n, k, None, tiles, gen, x, dtype)
         out[f"{name} bf16"] = rows
@@ -494,9 +501,10 @@ def matvec():
     print("   }")
     out["TUNED"] = {str(k): v for k, v in tuned.items()}
     m, context = STATE.get("model"), STATE.get("context")
-    if m is None:
-        print("   (item 2 did not run: no step timed with the tuned tiles)")
-        return out
+    if m is None:  # item 2 did not run (--only 3): the model and its cache, without item 2's timings
+        context = sizes(4096, 32)
+        m = Decoder(config, batch=1, max_seq=context + sizes(1024, 600))
+        m.prefill(torch.randint(0, config.vocab, (1, context), device=DEV))
     copy = copy_ceiling()
     saved = dict(ds.TUNED)
     steps = {}

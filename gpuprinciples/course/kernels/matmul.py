@@ -18,6 +18,11 @@ fp32 accumulator that stays in registers; then it stores the tile once, in C's d
   kernel rewrites K, N and the strides as (x // 8) * 8, which the compiler can read.
 * `tl.dot` of bf16 tiles with an fp32 accumulator compiles to Hopper's warpgroup MMA (`wgmma`).
 * On a GPU the default grid is persistent: one program per SM walks the tiles (tile, tile + programs, ...).
+* Where B's rows do not start on 128-byte boundaries (8191×8200×8184: rows of 16,400 bytes), the wrapper first
+  copies B into rows that do (`Config.pad`): B's 64×256 tiles are two thirds of the bytes a program loads per K
+  step, and a 128-byte row of a TMA copy that spans two L2 lines costs more of its bandwidth. On an H200 the
+  kernel ran at 0.82 of cuBLAS with those rows, 1.01 with B's alone in 128-byte rows; copy included, 0.91
+  (docs/roof-h200.md). A's rows matter less (0.93 alone), C's not at all.
 
     python -m gpuprinciples.course.kernels.matmul       # GPU: check against torch.mm, then time both
 """
@@ -74,7 +79,8 @@ def _tile_of_b(b, off_n, k, cols, ks, K, stride_bk, DESC: tl.constexpr, LAST: tl
 def matmul_kernel(A, B, C, M, N, K, stride_am, stride_bk, stride_cm,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                   DESC_A: tl.constexpr, DESC_B: tl.constexpr, DESC_C: tl.constexpr,
-                  ALIGN: tl.constexpr = 1, SPLIT_C: tl.constexpr = 1, FLATTEN: tl.constexpr = False):
+                  ALIGN: tl.constexpr = 1, SPLIT_C: tl.constexpr = 1, FLATTEN: tl.constexpr = False,
+                  WS_TILES: tl.constexpr = False, WS_K: tl.constexpr = False):
     if ALIGN > 1:
         # The wrapper vouches that K, N and the row strides are multiples of ALIGN elements (16 bytes), which
         # Triton's JIT does not notice below 16 elements. Written as (x // ALIGN) * ALIGN, the compiler sees it
@@ -102,7 +108,9 @@ def matmul_kernel(A, B, C, M, N, K, stride_am, stride_bk, stride_cm,
     else:
         k_full = K // BK * BK  # the steps before it need no mask
     # one tile per program when the grid has one program per tile; fewer programs walk several (persistent)
-    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0), flatten=FLATTEN):
+    # WS_TILES / WS_K: warp-specialise the loop over tiles or over K (a producer warp issues the loads ahead)
+    for tile in tl.range(tl.program_id(0), num_pid_m * num_pid_n, tl.num_programs(0), flatten=FLATTEN,
+                         warp_specialize=WS_TILES):
         pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
         off_m = pid_m * BM
         off_n = pid_n * BN
@@ -113,7 +121,7 @@ def matmul_kernel(A, B, C, M, N, K, stride_am, stride_bk, stride_cm,
         rows_a = (rows % M).to(tl.int64)
         cols_b = cols % N
         acc = tl.zeros((BM, BN), dtype=tl.float32)
-        for k in range(0, k_full, BK):
+        for k in tl.range(0, k_full, BK, warp_specialize=WS_K):
             acc = tl.dot(_tile_of_a(a, off_m, k, rows_a, ks, K, stride_am, DESC_A, False),
                          _tile_of_b(b, off_n, k, cols_b, ks, K, stride_bk, DESC_B, False), acc)
         if not (DESC_A and DESC_B):
@@ -149,12 +157,15 @@ class Config:
     split_c: int = 1  # 2: C stored in two halves (half the shared memory to stage it)
     flatten: bool = False  # persistent: one software pipeline across tiles (tl.range(..., flatten=True))
     align_hint: bool = True  # tell the compiler that rows are 16-byte aligned where Triton's JIT cannot see it
+    warp_specialize: str = ""  # "tiles" or "k": that loop warp-specialised (its loads in a producer warp)
+    pad: str = ""  # the operands (a, b) copied into rows of a multiple of 128 bytes first, where theirs are not
 
     def label(self) -> str:
         loads = {"abc": "desc", "": "ptr"}.get(self.desc, f"desc {','.join(self.desc)}")
         extra = (f" persistent×{self.programs_per_sm}" if self.programs_per_sm else "") + (
             f" C/{self.split_c}" if self.split_c > 1 else "") + (" flat" if self.flatten else "") + (
-            "" if self.align_hint else " no-hint")
+            "" if self.align_hint else " no-hint") + (f" ws-{self.warp_specialize}" if self.warp_specialize else "") + (
+            f" pad {','.join(self.pad)}" if self.pad else "")
         return (f"{self.BM}×{self.BN}×{self.BK} g{self.GROUP_M} w{self.num_warps} s{self.num_stages} "
                 f"{loads}{extra}")
 
@@ -164,8 +175,9 @@ class Config:
 # 8191×8200×8184 it was the best of the sweep, 0.82 (one per tile: 0.75).
 GPU_CONFIG = Config(programs_per_sm=1)
 SMALL_GPU_CONFIG = Config(BM=64, BN=64, BK=64, GROUP_M=8, num_warps=4, num_stages=3)  # small problems
-# rows that are 16-byte aligned but not 128-byte aligned (the ragged shape): the same, until a sweep finds better
-RAGGED_GPU_CONFIG = GPU_CONFIG
+# rows that are 16-byte aligned but not 128-byte aligned (the ragged shape): B copied into 128-byte rows first
+# (tools/tune_roof.py, 2026-12-04: 0.82 -> 0.91 of cuBLAS; padding A too, or warp-specialised loops, were slower)
+RAGGED_GPU_CONFIG = Config(programs_per_sm=1, pad="b")
 # the interpreter: tiles as small as still run on Tensor Cores once compiled for sm_90 (wgmma needs 64 rows and
 # a warpgroup; 32×32 tiles compile to the older mma), few enough programs for NumPy
 CPU_CONFIG = Config(BM=64, BN=64, BK=32, GROUP_M=4, num_warps=4, num_stages=3)
@@ -200,7 +212,8 @@ def kernel_constexprs(cfg: Config, desc: tuple[bool, bool, bool] | None = None, 
     (by default, those `cfg.desc` names); `align`, the ALIGN hint."""
     desc = desc if desc is not None else tuple(name in cfg.desc for name in "abc")
     return {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK, "GROUP_M": cfg.GROUP_M, "DESC_A": desc[0], "DESC_B": desc[1],
-            "DESC_C": desc[2], "ALIGN": align, "SPLIT_C": cfg.split_c, "FLATTEN": cfg.flatten}
+            "DESC_C": desc[2], "ALIGN": align, "SPLIT_C": cfg.split_c, "FLATTEN": cfg.flatten,
+            "WS_TILES": cfg.warp_specialize == "tiles", "WS_K": cfg.warp_specialize == "k"}
 
 
 def launch_constexprs(cfg: Config, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor) -> dict:
@@ -230,6 +243,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: Config | None = None, out: 
         assert out.shape == (M, N) and out.dtype == a.dtype and out.stride(1) == 1, "out: [M, N], a's dtype, rows"
         c = out
     cfg = config or default_config(M, N, K, a.device.type, all(_rows_aligned(t, 128) for t in (a, b, c)))
+    if "a" in cfg.pad:
+        a = padded_rows(a)
+    if "b" in cfg.pad:
+        b = padded_rows(b)
     tiles = triton.cdiv(M, cfg.BM) * triton.cdiv(N, cfg.BN)
     programs = tiles
     if cfg.programs_per_sm and a.is_cuda:
@@ -237,6 +254,18 @@ def matmul(a: torch.Tensor, b: torch.Tensor, config: Config | None = None, out: 
     matmul_kernel[(programs,)](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
                                **launch_constexprs(cfg, a, b, c))
     return c
+
+
+def padded_rows(t: torch.Tensor, boundary: int = 128) -> torch.Tensor:
+    """t itself if its rows start on `boundary` bytes; else a copy of it in rows a multiple of `boundary` bytes apart
+    (a view of a wider buffer, which CUDA's allocator starts on 512 bytes)."""
+    if _rows_aligned(t, boundary):
+        return t
+    unit = boundary // t.element_size()
+    wide = torch.empty((t.shape[0], -(-t.shape[1] // unit) * unit), device=t.device, dtype=t.dtype)
+    out = wide[:, :t.shape[1]]
+    out.copy_(t)
+    return out
 
 
 def with_config(**changes) -> Config:
