@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from torch.autograd.gradcheck import GradcheckError
 
 from gpuprinciples import runtime
 from gpuprinciples.course.exercises import backward as bw
@@ -102,3 +103,27 @@ def test_tensor_descriptors_find_an_allocator_on_autograd_threads(monkeypatch):
     thread.join()
     if raised:  # no CUDA here: torch refused the allocation, after Triton handed it over
         assert "no allocator was set" not in str(raised[0])
+
+
+def _forward(ctx, q, k, v, causal=False):
+    return bw.FlashAttention.forward(ctx, q, k, v, causal)
+
+
+def _backward_without_scale(ctx, do):
+    dq, dk, dv, _ = bw.FlashAttention.backward(ctx, do)
+    return dq * math.sqrt(dq.shape[-1]), dk, dv, None
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_autograd_function_passes_gradcheck_in_float64(causal):
+    """The kernels accumulate in the LSE's dtype, float64 for float64 inputs: gradcheck compares the backward with
+    finite differences of the forward, and tells apart a backward whose dQ misses its 1/√D."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 16, 16, generator=gen, dtype=torch.float64).to(runtime.DEVICE).requires_grad_()
+               for _ in range(3))
+    o, lse = ab.attention_lse(q.detach(), k.detach(), v.detach(), causal)
+    assert lse.dtype == torch.float64
+    assert torch.autograd.gradcheck(lambda q, k, v: bw.attention(q, k, v, causal), (q, k, v), fast_mode=True)
+    wrong = bw.autograd_function(_forward, _backward_without_scale)
+    with pytest.raises(GradcheckError):  # q alone: a failing fast check reruns slowly, per element, for its message
+        torch.autograd.gradcheck(lambda q: wrong.apply(q, k.detach(), v.detach(), causal), (q,), fast_mode=True)
