@@ -31,11 +31,35 @@ def test_reference_kernels_match_float64(n, d, causal, dtype):
     want_o, want_lse = bw.attention_float64(q.cpu(), k.cpu(), v.cpu(), causal)
     assert (lse.cpu().double() - want_lse).abs().max() < 1e-4
     assert (o.cpu().double() - want_o).abs().max() < (1e-5 if dtype == torch.float32 else 3e-2)
-    grads = ab.attention_backward(q, k, v, o, lse, do, causal)
+    _assert_right(ab.attention_backward(q, k, v, o, lse, do, causal), q, k, v, do, causal)
+
+
+def _assert_right(grads, q, k, v, do, causal):
     for got, want in zip(grads, _float64_grads(q.cpu(), k.cpu(), v.cpu(), do.cpu(), causal)):
-        rtol, atol = bw.GRAD_TOLERANCES[(dtype, "normal")]
+        rtol, atol = bw.GRAD_TOLERANCES[(q.dtype, "normal")]
         scale = float(want.pow(2).mean().sqrt())
         assert ((got.cpu().double() - want).abs() <= atol * scale + rtol * want.abs()).all()
+
+
+# On a GPU, tiles that Triton 3.6 warp-specialises correctly (others returned NaNs: docs/flash-backward-h200.md, run 2)
+# and the one pass by TMA reduce too (the interpreter has none: pointer atomics there).
+PLANS = {"one-loop": ab.Plan((64, 64, 4, 2), (64, 64, 4, 2), dkdv_ws=True, dq_ws=True) if runtime.HAS_CUDA
+         else ab.Plan((32, 32, 4, 1), (32, 32, 4, 1), dkdv_ws=True, dq_ws=True),
+         "one-pass": ab.Plan((32, 64, 4, 1), None),
+         "one-pass-rotated": ab.Plan((64, 128, 8, 3) if runtime.HAS_CUDA else (32, 32, 4, 1), None,
+                                     dq_tma=runtime.HAS_CUDA, rotate=True)}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", list(PLANS))
+def test_every_plan_of_the_backward_is_right(name, causal):
+    """The plans tools/tune_backward.py times: one loop per pass (what warp specialisation needs; causal, the mask
+    on every tile), and one pass with dQ added atomically."""
+    plan = PLANS[name]
+    gen = torch.Generator().manual_seed(7)
+    q, k, v, do = (torch.randn(1, 2, 77, 32, generator=gen).to(runtime.DEVICE) for _ in range(4))
+    o, lse = ab.attention_lse(q, k, v, causal)
+    _assert_right(ab.attention_backward(q, k, v, o, lse, do, causal, plan=plan), q, k, v, do, causal)
 
 
 def test_a_gradient_missing_its_scale_fails_the_tolerance():

@@ -39,6 +39,27 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 
 
+@triton.jit
+def _dot(a, b, PRECISION: tl.constexpr):
+    """a @ b: tl.dot (float32 results), or for float64 ("fma") multiplies and a sum: Triton 3.6's tl.dot refuses
+    float64 (3.9 compiles it for sm_90), and gradcheck needs float64 only on small tiles."""
+    if PRECISION == "fma":
+        out = tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+    else:
+        out = tl.dot(a, b, input_precision=PRECISION)
+    return out
+
+
+@triton.jit
+def _dot_acc(a, b, acc, PRECISION: tl.constexpr):
+    """acc + a @ b, as `_dot`."""
+    if PRECISION == "fma":
+        acc = acc + tl.sum(a[:, :, None] * b[None, :, :], axis=1)
+    else:
+        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    return acc
+
+
 # -------------------------------------------------------------------------------------------------
 # Forward, with the log-sum-exp
 # -------------------------------------------------------------------------------------------------
@@ -50,7 +71,7 @@ def _forward_tiles(acc, l_i, m_i, q, k_desc, v_desc, offs_m, lo, hi, N, qk_scale
     """The online softmax over key tiles [lo, hi): lesson 08's loop."""
     for start_n in range(lo, hi, BLOCK_N):
         k = k_desc.load([start_n, 0])
-        s = tl.dot(q, k.T, input_precision=PRECISION) * qk_scale  # log2 units
+        s = _dot(q, k.T, PRECISION) * qk_scale  # log2 units
         if MASK:
             offs_n = start_n + tl.arange(0, BLOCK_N)
             keep = offs_n[None, :] < N
@@ -62,7 +83,7 @@ def _forward_tiles(acc, l_i, m_i, q, k_desc, v_desc, offs_m, lo, hi, N, qk_scale
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = v_desc.load([start_n, 0])
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        acc = _dot_acc(p.to(v.dtype), v, acc * alpha[:, None], PRECISION)
         m_i = m_new
     return acc, l_i, m_i
 
@@ -149,18 +170,18 @@ def _dkdv_tiles(dk, dv, k, v, q_desc, do_desc, dq_out, Lse, Delta, offs_n, lo, h
         offs_m = start_m + tl.arange(0, BLOCK_M)
         q = q_desc.load([start_m, 0])
         lse2 = tl.load(Lse + offs_m, mask=offs_m < N, other=float("inf")) * 1.4426950408889634  # past N: P = 0
-        s_t = tl.dot(k, q.T, input_precision=PRECISION) * qk_scale  # Sᵀ in log2 units
+        s_t = _dot(k, q.T, PRECISION) * qk_scale  # Sᵀ in log2 units
         p_t = tl.math.exp2(s_t - lse2[None, :])  # Pᵀ, recomputed
         if MASK:  # the diagonal: key j is seen by query i only if j ≤ i
             p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
         do = do_desc.load([start_m, 0])
-        dv = tl.dot(p_t.to(do.dtype), do, dv, input_precision=PRECISION)  # dV += Pᵀ dO
+        dv = _dot_acc(p_t.to(do.dtype), do, dv, PRECISION)  # dV += Pᵀ dO
         delta = tl.load(Delta + offs_m, mask=offs_m < N, other=0.0)
-        dp_t = tl.dot(v, do.T, input_precision=PRECISION)  # dPᵀ = V dOᵀ
+        dp_t = _dot(v, do.T, PRECISION)  # dPᵀ = V dOᵀ
         ds_t = (p_t * (dp_t - delta[None, :])).to(q.dtype)  # dSᵀ = Pᵀ ∘ (dPᵀ − δ)
-        dk = tl.dot(ds_t, q, dk, input_precision=PRECISION)  # dK += dSᵀ Q (scaled once, at the end)
+        dk = _dot_acc(ds_t, q, dk, PRECISION)  # dK += dSᵀ Q (scaled once, at the end)
         if ONE_PASS:  # this key tile's share of dQ = dS K (keys past N are zero rows of K: they add nothing)
-            dq = tl.dot(ds_t.T, k, input_precision=PRECISION) * sm_scale
+            dq = _dot(ds_t.T, k, PRECISION) * sm_scale
             if DQ_TMA:
                 dq_out.atomic_add([start_m, 0], dq)
             else:
@@ -242,7 +263,7 @@ def _dq_tiles(dq, q, do, lse2, delta, k_desc, v_desc, offs_m, lo, hi, N, qk_scal
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         k = k_desc.load([start_n, 0])
         v = v_desc.load([start_n, 0])
-        s = tl.dot(q, k.T, input_precision=PRECISION) * qk_scale
+        s = _dot(q, k.T, PRECISION) * qk_scale
         p = tl.math.exp2(s - lse2[:, None])
         if MASK:  # keys past N (and, on the diagonal, after the query)
             offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -250,9 +271,9 @@ def _dq_tiles(dq, q, do, lse2, delta, k_desc, v_desc, offs_m, lo, hi, N, qk_scal
             if CAUSAL:
                 keep = keep & (offs_m[:, None] >= offs_n[None, :])
             p = tl.where(keep, p, 0.0)
-        dp = tl.dot(do, v.T, input_precision=PRECISION)
+        dp = _dot(do, v.T, PRECISION)
         ds = p * (dp - delta[:, None])
-        dq = tl.dot(ds.to(k.dtype), k, dq, input_precision=PRECISION)
+        dq = _dot_acc(ds.to(k.dtype), k, dq, PRECISION)
     return dq
 
 
@@ -334,12 +355,14 @@ class Plan:
         return ", ".join(parts)
 
 
-# On a GPU for N ≥ 1024: the two-pass backward with Triton's tutorial tiles, 393 TFLOP/s on the H200 (not causal,
-# docs/flash-backward-h200.md); dK/dV keeps two BLOCK_N×D float32 accumulators and its K, V tiles on chip (a wide
-# key tile, a narrow query tile), dQ the other way round. (32, 128, 4) and (128, 128, 8) spill at D = 128
-# (backward.dkdv_tiles). tools/tune_backward.py times the alternatives.
-GPU_PLAN = Plan()
-GPU_CAUSAL_PLAN = Plan()
+# On a GPU for N ≥ 1024: the two-pass backward with Triton's tutorial tiles; dK/dV keeps two BLOCK_N×D float32
+# accumulators and its K, V tiles on chip (a wide key tile, a narrow query tile), dQ the other way round.
+# (32, 128, 4) and (128, 128, 8) spill at D = 128 (backward.dkdv_tiles). Of the 24 plans tools/tune_backward.py timed
+# on the H200 (docs/flash-backward-h200.md, run 2), a 4-stage dQ pass was the fastest causal and not (400 and 349
+# TFLOP/s); the one-pass plans (dQ by TMA reduce) reached 340 at best, the warp-specialised ones 396 (not causal; wrong
+# or refused causal).
+GPU_PLAN = Plan(dq=(128, 64, 8, 4))
+GPU_CAUSAL_PLAN = GPU_PLAN
 SMALL_GPU_PLAN = Plan()  # short sequences
 CPU_PLAN = Plan((32, 32, 4, 1), (32, 32, 4, 1))  # the interpreter: few, small tiles
 FLOAT64_PLAN = Plan((32, 32, 4, 1), (32, 32, 4, 1))  # float64 (gradcheck): tiles that fit in shared memory
@@ -356,7 +379,9 @@ def _check(q, k, v):
 
 
 def _precision(dtype):
-    return "ieee" if dtype in (torch.float32, torch.float64) else "tf32"
+    """tl.dot's input precision: bf16/fp16 inputs are exact under "tf32"; float32 asks for IEEE; float64 is
+    multiplied without tl.dot (`_dot`)."""
+    return {torch.float32: "ieee", torch.float64: "fma"}.get(dtype, "tf32")
 
 
 def _accumulator(dtype):
