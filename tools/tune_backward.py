@@ -12,8 +12,9 @@ FlashAttention and cuDNN backwards, then `gpuprinciples bench` rows and a grade 
    (`triton.testing.do_bench` medians, L2 cleared) against SDPA flash and cuDNN backwards (`sdpa_kernel`);
 3. float64: `torch.autograd.gradcheck` of backward.attention on small shapes, on this GPU's Triton;
 4. the fastest right plan of each case set as the package's default in this process, then `bench_exercise`
-   rows of backward.attention_backward (both timings) and a grade of backward.* through a file that calls the
-   package's backward with those plans.
+   rows of backward.attention_backward (both timings) and grades (`grading.grade`, as `gpuprinciples grade`) of
+   backward.attention_backward through a file that calls the package's backward with those plans, and of
+   backward.attention_function.
 
 TFLOP/s count the backward as 10·B·H·N²·D (five products), half causal. Past the budget the rest is skipped and
 says so.
@@ -24,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -225,30 +224,18 @@ def bench_and_grade(best: dict, budget: float) -> None:
     path = os.path.join(tempfile.mkdtemp(), "winner_backward.py")
     with open(path, "w") as f:
         f.write(WINNER.format(full=ab.GPU_PLAN, causal=ab.GPU_CAUSAL_PLAN))
-    for ex_id, ref in (("backward.attention_backward", f"{path}:attention_backward"),
-                       ("backward.attention_function", "gpuprinciples/course/exercises/backward.py:attention")):
+    from gpuprinciples.grader.grading import grade
+    from gpuprinciples.sandbox.submission import from_path  # what `gpuprinciples grade EXERCISE FILE:NAME` grades
+    for ex_id, where in (("backward.attention_backward", f"{path}:attention_backward"),
+                         ("backward.attention_function", "gpuprinciples/course/exercises/backward.py:attention")):
         if left(budget) < 15:
             print(f"\n== grade {ex_id}: skipped (out of time)")
             continue
-        started = time.monotonic()
-        try:
-            run = subprocess.run([sys.executable, "-m", "gpuprinciples.cli", "grade", ex_id, ref, "--json"],
-                                 capture_output=True, text=True, timeout=max(left(budget), 15))
-        except subprocess.TimeoutExpired:
-            print(f"\n== grade {ex_id}: out of time after {time.monotonic() - started:.0f} s")
-            continue
-        try:
-            report = json.loads(run.stdout)
-            m = report.get("measurements", {})
-            keep = {k: v for k, v in m.items() if not k.startswith("timing ")}
-            extra = {k: v for k, v in m.items() if k.startswith("timing ") and isinstance(v, dict)}
-            print(f"\n== grade {ex_id} (exit {run.returncode}, {time.monotonic() - started:.0f} s): "
-                  f"{report.get('status')} {json.dumps(keep, default=str)[:600]} "
-                  f"{json.dumps(extra, default=str)[:600]}")
-            for r in report.get("reasons", [])[:3]:
-                print("   reason:", r[:300])
-        except (json.JSONDecodeError, AttributeError):
-            print(f"\n== grade {ex_id} (exit {run.returncode}): {run.stdout[-600:]} {run.stderr[-600:]}")
+        report = grade(ex_id, from_path(where), timeout=max(left(budget), 15))
+        print(f"\n== grade {ex_id} ({report.duration_s:.0f} s): {report.status} "
+              f"{json.dumps(report.measurements, default=str)[:1200]}", flush=True)
+        for r in report.reasons[:3]:
+            print("   reason:", r[:300])
 
 
 def main() -> None:

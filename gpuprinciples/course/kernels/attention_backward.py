@@ -359,15 +359,18 @@ class Plan:
 # accumulators and its K, V tiles on chip (a wide key tile, a narrow query tile), dQ the other way round.
 # (32, 128, 4) and (128, 128, 8) spill at D = 128 (backward.dkdv_tiles). Of the 24 plans tools/tune_backward.py timed
 # on the H200 (docs/flash-backward-h200.md, run 2), a 4-stage dQ pass was the fastest causal and not (400 and 349
-# TFLOP/s); the one-pass plans (dQ by TMA reduce) reached 340 at best, the warp-specialised ones 396 (not causal; wrong
-# or refused causal).
+# TFLOP/s); the one-pass plans (dQ by TMA reduce) reached 340 and 289 at best, the warp-specialised ones 396 and 253
+# (several of them returned wrong gradients: Triton 3.6 miscompiles).
 GPU_PLAN = Plan(dq=(128, 64, 8, 4))
 GPU_CAUSAL_PLAN = GPU_PLAN
 SMALL_GPU_PLAN = Plan()  # short sequences
 CPU_PLAN = Plan((32, 32, 4, 1), (32, 32, 4, 1))  # the interpreter: few, small tiles
+# float32 on a GPU: tiles whose buffers fit in shared memory at D = 128 (the 16-bit plans' do not; "ieee" float32
+# products run without tensor cores: a path for correctness, not speed)
+FLOAT32_GPU_PLAN = Plan((32, 64, 4, 2), (64, 32, 4, 2))
 FLOAT64_PLAN = Plan((32, 32, 4, 1), (32, 32, 4, 1))  # float64 (gradcheck): tiles that fit in shared memory
 CPU_BLOCKS = {"BLOCK_M": 32, "BLOCK_N": 32}  # the forward under the interpreter
-SMALL_GPU_FORWARD = (64, 64, 4, 3)  # the forward for short sequences (and float64), else (128, 64, 8, 3)
+SMALL_GPU_FORWARD = (64, 64, 4, 3)  # the forward for short sequences, else (128, 64, 8, 3)
 
 
 def _check(q, k, v):
@@ -395,14 +398,11 @@ def attention_lse(q, k, v, causal: bool = False):
     B, H, N, D = _check(q, k, v)
     o = torch.empty((B, H, N, D), dtype=q.dtype, device=q.device)
     lse = torch.empty((B, H, N), dtype=_accumulator(q.dtype), device=q.device)
-    if runtime.HAS_CUDA:
-        small = N < 1024 or q.dtype == torch.float64
-        m, n, w, s = SMALL_GPU_FORWARD if small else (128, 64, 8, 3)
-        if q.dtype == torch.float64:
-            m, n, w, s = 32, 32, 4, 1
-        blocks = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s}
-    else:
+    if not runtime.HAS_CUDA:
         blocks = CPU_BLOCKS
+    else:
+        m, n, w, s = (32, 32, 4, 1) if q.dtype == torch.float64 else SMALL_GPU_FORWARD if N < 1024 else (128, 64, 8, 3)
+        blocks = {"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s}
     forward_kernel[(triton.cdiv(N, blocks["BLOCK_M"]), B * H)](
         q, k, v, o, lse, H, N, LOG2E / math.sqrt(D), *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
         *o.stride()[:3], D=D, CAUSAL=bool(causal), PRECISION=_precision(q.dtype), **blocks)
@@ -419,6 +419,8 @@ def default_plan(q, causal: bool = False) -> Plan:
         return FLOAT64_PLAN
     if not runtime.HAS_CUDA:
         return CPU_PLAN
+    if q.dtype == torch.float32:
+        return FLOAT32_GPU_PLAN
     if q.shape[2] < 1024:
         return SMALL_GPU_PLAN
     return GPU_CAUSAL_PLAN if causal else GPU_PLAN
