@@ -43,8 +43,10 @@ def _assert_right(grads, q, k, v, do, causal):
 
 # On a GPU, tiles that Triton 3.6 warp-specialises correctly (others returned NaNs: docs/flash-backward-h200.md, run 2)
 # and the one pass by TMA reduce too (the interpreter has none: pointer atomics there).
-PLANS = {"one-loop": ab.Plan((64, 64, 4, 2), (64, 64, 4, 2), dkdv_ws=True, dq_ws=True) if runtime.HAS_CUDA
+PLANS = {"warp-specialised": ab.Plan((64, 64, 4, 2), (64, 64, 4, 2), dkdv_ws=True, dq_ws=True) if runtime.HAS_CUDA
          else ab.Plan((32, 32, 4, 1), (32, 32, 4, 1), dkdv_ws=True, dq_ws=True),
+         "one-loop": ab.Plan((64, 128, 8, 3) if runtime.HAS_CUDA else (32, 32, 4, 1),
+                             (128, 64, 8, 4) if runtime.HAS_CUDA else (32, 32, 4, 1), one_loop=True),
          "one-pass": ab.Plan((32, 64, 4, 1), None),
          "one-pass-rotated": ab.Plan((64, 128, 8, 3) if runtime.HAS_CUDA else (32, 32, 4, 1), None,
                                      dq_tma=runtime.HAS_CUDA, rotate=True)}
@@ -53,8 +55,8 @@ PLANS = {"one-loop": ab.Plan((64, 64, 4, 2), (64, 64, 4, 2), dkdv_ws=True, dq_ws
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("name", list(PLANS))
 def test_every_plan_of_the_backward_is_right(name, causal):
-    """The plans tools/tune_backward.py times: one loop per pass (what warp specialisation needs; causal, the mask
-    on every tile), and one pass with dQ added atomically."""
+    """The plans tools/tune_backward.py times: one loop per pass (causal, the mask on every tile; what warp
+    specialisation needs), and one pass with dQ added atomically."""
     plan = PLANS[name]
     gen = torch.Generator().manual_seed(7)
     q, k, v, do = (torch.randn(1, 2, 77, 32, generator=gen).to(runtime.DEVICE) for _ in range(4))

@@ -196,7 +196,8 @@ def dkdv_kernel(Q, K, V, dO, Lse, Delta, dK, dV, H, N, qk_scale, sm_scale,
                 sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn, N_KEY,
                 D: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DQ=None, WARP_SPECIALIZE: tl.constexpr = False,
-                ONE_PASS: tl.constexpr = False, DQ_TMA: tl.constexpr = False, ROTATE: tl.constexpr = False):
+                ONE_PASS: tl.constexpr = False, DQ_TMA: tl.constexpr = False, ROTATE: tl.constexpr = False,
+                ONE_LOOP: tl.constexpr = False):
     """One program per key tile of BLOCK_N rows: dK and dV of those rows, over every query tile that sees them.
     WARP_SPECIALIZE: one loop over the query tiles (causal: the mask on every tile, not only the diagonal's), the
     only kind Triton 3.6-3.9 warp-specialise. ONE_PASS: also dQ, added into DQ (float32 [B, H, N, D], zeroed).
@@ -226,9 +227,9 @@ def dkdv_kernel(Q, K, V, dO, Lse, Delta, dK, dV, H, N, qk_scale, sm_scale,
     dv = tl.zeros([BLOCK_N, D], dtype=Lse.dtype.element_ty)
     Lse += bh.to(tl.int64) * N
     Delta += bh.to(tl.int64) * N
-    if CAUSAL and WARP_SPECIALIZE:  # queries before start_n see none of these keys; the rest in one masked loop
+    if CAUSAL and (WARP_SPECIALIZE or ONE_LOOP):  # queries before start_n see none of these keys; the rest in one
         dk, dv = _dkdv_tiles(dk, dv, k, v, q_desc, do_desc, dq_out, Lse, Delta, offs_n, start_n, N, N, qk_scale,
-                             sm_scale, 0, D, BLOCK_M, True, PRECISION, True, ONE_PASS, DQ_TMA)
+                             sm_scale, 0, D, BLOCK_M, True, PRECISION, WARP_SPECIALIZE, ONE_PASS, DQ_TMA)
     elif CAUSAL:  # the BLOCK_N queries on the diagonal masked, the ones after it not
         hi = tl.minimum(start_n + BLOCK_N, N)
         dk, dv = _dkdv_tiles(dk, dv, k, v, q_desc, do_desc, dq_out, Lse, Delta, offs_n, start_n, hi, N, qk_scale,
@@ -281,7 +282,8 @@ def _dq_tiles(dq, q, do, lse2, delta, k_desc, v_desc, offs_m, lo, hi, N, qk_scal
 def dq_kernel(Q, K, V, dO, Lse, Delta, dQ, H, N, qk_scale, sm_scale,
               sqb, sqh, sqn, skb, skh, skn, svb, svh, svn, sdb, sdh, sdn, N_KEY,
               D: tl.constexpr, CAUSAL: tl.constexpr, PRECISION: tl.constexpr,
-              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
+              ONE_LOOP: tl.constexpr = False):
     """One program per query tile of BLOCK_M rows: dQ of those rows, over every key tile they see.
     WARP_SPECIALIZE: one loop over the key tiles, every tile masked (the only kind Triton 3.6-3.9 specialise)."""
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
@@ -304,10 +306,10 @@ def dq_kernel(Q, K, V, dO, Lse, Delta, dQ, H, N, qk_scale, sm_scale,
     lse2 = tl.load(Lse + row, mask=offs_m < N, other=0.0) * 1.4426950408889634  # log2 units
     delta = tl.load(Delta + row, mask=offs_m < N, other=0.0)
     dq = tl.zeros([BLOCK_M, D], dtype=Lse.dtype.element_ty)
-    if WARP_SPECIALIZE:
+    if WARP_SPECIALIZE or ONE_LOOP:
         hi = tl.minimum(start_m + BLOCK_M, N) if CAUSAL else N
         dq = _dq_tiles(dq, q, do, lse2, delta, k_desc, v_desc, offs_m, 0, hi, N, qk_scale,
-                       BLOCK_N, True, CAUSAL, PRECISION, True)
+                       BLOCK_N, True, CAUSAL, PRECISION, WARP_SPECIALIZE)
     elif CAUSAL:
         dq = _dq_tiles(dq, q, do, lse2, delta, k_desc, v_desc, offs_m, 0, start_m, N, qk_scale,
                        BLOCK_N, False, True, PRECISION)
@@ -335,6 +337,8 @@ class Plan:
     `dq=None` is the one-pass backward (dQ added atomically by the dK/dV pass into a float32 buffer, then
     converted: FlashAttention-2's CUDA way, and FA3's with a TMA reduce). `*_ws`: the pass's loop warp-specialised
     (Hopper; one loop). `dq_tma`: the one-pass adds are TMA reduces (GPU only) rather than pointer atomics.
+    `one_loop`: each pass runs one loop, masking every tile (causal; not causal, the dQ pass's) where the plain
+    kernels split off the tiles that need no mask: less code, the shape warp specialisation needs (`*_ws` imply it).
     `maxnreg`: a register cap per thread for the dK/dV pass (None: the compiler's choice). `rotate` (one pass, not
     causal): each key tile's program starts at its own query rows, so programs add into different rows of dQ."""
     dkdv: tuple = (64, 128, 8, 3)
@@ -344,9 +348,11 @@ class Plan:
     dq_tma: bool = False
     maxnreg: int | None = None
     rotate: bool = False
+    one_loop: bool = False
 
     def label(self) -> str:
         parts = ["dkdv {}x{} w{} s{}".format(*self.dkdv) + (" ws" if self.dkdv_ws else "")
+                 + (" one loop" if self.one_loop else "")
                  + (f" maxnreg {self.maxnreg}" if self.maxnreg else "")]
         if self.dq is None:
             parts.append("dQ by " + ("TMA reduce" if self.dq_tma else "atomics") + (", rotated" if self.rotate else ""))
@@ -451,12 +457,12 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, plan: Plan | N
     meta = dict(D=D, CAUSAL=bool(causal), PRECISION=_precision(q.dtype))
     scales = (H, N, sm_scale * LOG2E, sm_scale)
     kv = _launch(plan.dkdv, WARP_SPECIALIZE=plan.dkdv_ws, ONE_PASS=dq32 is not None, DQ_TMA=plan.dq_tma, DQ=dq32,
-                 ROTATE=plan.rotate and not causal)
+                 ROTATE=plan.rotate and not causal, ONE_LOOP=plan.one_loop)
     if plan.maxnreg:
         kv["maxnreg"] = plan.maxnreg
     dkdv_kernel[(triton.cdiv(N, kv["BLOCK_N"]), B * H)](*args, dk, dv, *scales, *strides, **meta, **kv)
     if dq32 is None:
-        qb = _launch(plan.dq, WARP_SPECIALIZE=plan.dq_ws)
+        qb = _launch(plan.dq, WARP_SPECIALIZE=plan.dq_ws, ONE_LOOP=plan.one_loop)
         dq_kernel[(triton.cdiv(N, qb["BLOCK_M"]), B * H)](*args, dq, *scales, *strides, **meta, **qb)
     else:
         convert_kernel[(triton.cdiv(dq.numel(), 4096),)](dq32, dq, dq.numel(), BLOCK=4096)
