@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from torch.autograd.gradcheck import GradcheckError
 
 from gpuprinciples import runtime
 from gpuprinciples.course.exercises import backward as bw
@@ -30,11 +31,37 @@ def test_reference_kernels_match_float64(n, d, causal, dtype):
     want_o, want_lse = bw.attention_float64(q.cpu(), k.cpu(), v.cpu(), causal)
     assert (lse.cpu().double() - want_lse).abs().max() < 1e-4
     assert (o.cpu().double() - want_o).abs().max() < (1e-5 if dtype == torch.float32 else 3e-2)
-    grads = ab.attention_backward(q, k, v, o, lse, do, causal)
+    _assert_right(ab.attention_backward(q, k, v, o, lse, do, causal), q, k, v, do, causal)
+
+
+def _assert_right(grads, q, k, v, do, causal):
     for got, want in zip(grads, _float64_grads(q.cpu(), k.cpu(), v.cpu(), do.cpu(), causal)):
-        rtol, atol = bw.GRAD_TOLERANCES[(dtype, "normal")]
+        rtol, atol = bw.GRAD_TOLERANCES[(q.dtype, "normal")]
         scale = float(want.pow(2).mean().sqrt())
         assert ((got.cpu().double() - want).abs() <= atol * scale + rtol * want.abs()).all()
+
+
+# On a GPU, tiles that Triton 3.6 warp-specialises correctly (others returned NaNs: docs/flash-backward-h200.md, run 2)
+# and the one pass by TMA reduce too (the interpreter has none: pointer atomics there).
+PLANS = {"warp-specialised": ab.Plan((64, 64, 4, 2), (64, 64, 4, 2), dkdv_ws=True, dq_ws=True) if runtime.HAS_CUDA
+         else ab.Plan((32, 32, 4, 1), (32, 32, 4, 1), dkdv_ws=True, dq_ws=True),
+         "one-loop": ab.Plan((64, 128, 8, 3) if runtime.HAS_CUDA else (32, 32, 4, 1),
+                             (128, 64, 8, 4) if runtime.HAS_CUDA else (32, 32, 4, 1), one_loop=True),
+         "one-pass": ab.Plan((32, 64, 4, 1), None),
+         "one-pass-rotated": ab.Plan((64, 128, 8, 3) if runtime.HAS_CUDA else (32, 32, 4, 1), None,
+                                     dq_tma=runtime.HAS_CUDA, rotate=True)}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", list(PLANS))
+def test_every_plan_of_the_backward_is_right(name, causal):
+    """The plans tools/tune_backward.py times: one loop per pass (causal, the mask on every tile; what warp
+    specialisation needs), and one pass with dQ added atomically."""
+    plan = PLANS[name]
+    gen = torch.Generator().manual_seed(7)
+    q, k, v, do = (torch.randn(1, 2, 77, 32, generator=gen).to(runtime.DEVICE) for _ in range(4))
+    o, lse = ab.attention_lse(q, k, v, causal)
+    _assert_right(ab.attention_backward(q, k, v, o, lse, do, causal, plan=plan), q, k, v, do, causal)
 
 
 def test_a_gradient_missing_its_scale_fails_the_tolerance():
@@ -102,3 +129,27 @@ def test_tensor_descriptors_find_an_allocator_on_autograd_threads(monkeypatch):
     thread.join()
     if raised:  # no CUDA here: torch refused the allocation, after Triton handed it over
         assert "no allocator was set" not in str(raised[0])
+
+
+def _forward(ctx, q, k, v, causal=False):
+    return bw.FlashAttention.forward(ctx, q, k, v, causal)
+
+
+def _backward_without_scale(ctx, do):
+    dq, dk, dv, _ = bw.FlashAttention.backward(ctx, do)
+    return dq * math.sqrt(dq.shape[-1]), dk, dv, None
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_autograd_function_passes_gradcheck_in_float64(causal):
+    """The kernels accumulate in the LSE's dtype, float64 for float64 inputs: gradcheck compares the backward with
+    finite differences of the forward, and tells apart a backward whose dQ misses its 1/√D."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 16, 16, generator=gen, dtype=torch.float64).to(runtime.DEVICE).requires_grad_()
+               for _ in range(3))
+    o, lse = ab.attention_lse(q.detach(), k.detach(), v.detach(), causal)
+    assert lse.dtype == torch.float64
+    assert torch.autograd.gradcheck(lambda q, k, v: bw.attention(q, k, v, causal), (q, k, v), fast_mode=True)
+    wrong = bw.autograd_function(_forward, _backward_without_scale)
+    with pytest.raises(GradcheckError):  # q alone: a failing fast check reruns slowly, per element, for its message
+        torch.autograd.gradcheck(lambda q: wrong.apply(q, k.detach(), v.detach(), causal), (q,), fast_mode=True)

@@ -28,6 +28,12 @@ def _load(spec: str):
     return getattr(importlib.import_module(module), name)
 
 
+def _flat(out) -> torch.Tensor:
+    if isinstance(out, (tuple, list)):
+        return torch.cat([t.double().flatten() for t in out])
+    return out.double()
+
+
 def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
     """One timed input of `ex` (its first, or `spec`, one of `ex.timing.each()`)."""
     from ..course.lab import roofline
@@ -39,7 +45,8 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
     solution = _load(ex.solution)
     out = solution(*args)
     want = ex.reference(*args)
-    err = ((out.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30)).item()
+    out, want = _flat(out), _flat(want)  # a backward returns (dq, dk, dv)
+    err = ((out - want).norm() / want.norm().clamp_min(1e-30)).item()
     del want
     fns = {"solution": solution, **spec.baselines}
     comparison = timing.compare(fns, args=args, device="cuda", budget_s=budget_s, flush=spec.flush)
