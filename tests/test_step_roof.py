@@ -89,3 +89,15 @@ def test_no_roof_from_rounds_without_the_learners_step():
 
 # On a GPU, tests/test_one_verdict.py's reference run checks that every timed report carries its roof
 # fraction (one grade per reference serves both checks).
+
+
+@pytest.mark.parametrize("ex", ROOFED, ids=[ex.id for ex in ROOFED])
+def test_the_speed_check_and_the_roof_read_the_same_rounds(ex):
+    """The timed run's output holds its rounds where the roof looks for them (`output["rounds"]`): amp's once sat
+    one level down, so the H200 timed its step with no roof in the report. Fed the shape the roof reads, the
+    exercise's own speed check must find its rounds (whatever it then says of the speed)."""
+    (case,) = _timed_cases(ex)
+    names = ("yours", "fp32", "padded", "original", "plain", ex.timed_roof.timed)
+    output = {"rounds": [{name: 1e-3 for name in names} for _ in range(5)], "plain_peak_bytes": 1, "yours_peak_bytes": 1}
+    said = " ".join(ex.compare(output, None, case))
+    assert "nothing the grader can read" not in said, said
