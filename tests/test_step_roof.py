@@ -98,6 +98,7 @@ def test_the_speed_check_and_the_roof_read_the_same_rounds(ex):
     exercise's own speed check must find its rounds (whatever it then says of the speed)."""
     (case,) = _timed_cases(ex)
     names = ("yours", "fp32", "padded", "original", "plain", ex.timed_roof.timed)
-    output = {"rounds": [{name: 1e-3 for name in names} for _ in range(5)], "plain_peak_bytes": 1, "yours_peak_bytes": 1}
+    output = {"rounds": [{name: 1e-3 for name in names} for _ in range(5)],
+              "plain_peak_bytes": 1, "yours_peak_bytes": 1}
     said = " ".join(ex.compare(output, None, case))
     assert "nothing the grader can read" not in said, said
