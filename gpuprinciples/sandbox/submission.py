@@ -26,9 +26,20 @@ import inspect
 import os
 import sys
 import textwrap
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
+
+# CPython 3.11 keeps one recursion counter per interpreter while it builds AST objects, which threads parsing
+# at once can corrupt ("SystemError: AST constructor recursion depth mismatch"; python/cpython#106905 and
+# reports like it; CI met it grading fixtures two at a time): the grader's parses take turns
+_PARSE_LOCK = threading.Lock()
+
+
+def _parse(source: str, **options) -> ast.AST:
+    with _PARSE_LOCK:
+        return ast.parse(source, **options)
 
 
 class SubmissionError(Exception):
@@ -53,7 +64,7 @@ class Submission:
     def is_stub(self) -> bool:
         """True when the function only raises NotImplementedError (a lesson's unsolved exercise)."""
         try:
-            tree = ast.parse(self.source)
+            tree = _parse(self.source)
         except SyntaxError:
             return False
         for node in tree.body:
@@ -74,7 +85,7 @@ def from_path(spec: str) -> Submission:
         raise SubmissionError(f"no file at {path}")
     source = path.read_text()
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = _parse(source, filename=str(path))
     except SyntaxError as exc:
         raise SubmissionError(f"{path} does not parse: {exc.msg} (line {exc.lineno})") from None
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
@@ -121,7 +132,7 @@ def value_from_spec(spec: str):
     """A value exercise's answer from the command line: a Python literal (`0.083`, `1/12`, `'memory'`, `{1, 4}`),
     or `FILE.py:NAME` where the file assigns NAME such a literal. Nothing of the file runs. Raises SubmissionError."""
     try:
-        return _literal(ast.parse(spec.strip(), mode="eval").body)
+        return _literal(_parse(spec.strip(), mode="eval").body)
     except (ValueError, SyntaxError, TypeError, ZeroDivisionError):
         pass
     if ":" not in spec or not spec.rsplit(":", 1)[0].endswith(".py"):
@@ -131,7 +142,7 @@ def value_from_spec(spec: str):
     if not path.is_file():
         raise SubmissionError(f"no file at {path}")
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = _parse(path.read_text(), filename=str(path))
     except SyntaxError as exc:
         raise SubmissionError(f"{path} does not parse: {exc.msg} (line {exc.lineno})") from None
     found = None
@@ -322,7 +333,7 @@ def _names_used(source: str) -> set[str]:
     variable, an import inside the function) is its own, not the notebook's: `def f(x)` must not
     pick up a notebook tensor called `x`. Names declared `global` are looked up all the same.
     """
-    tree = ast.parse(source)
+    tree = _parse(source)
     loaded: set[str] = set()
     bound: set[str] = set()
     declared_global: set[str] = set()
