@@ -373,17 +373,17 @@ def _time_on_gpu(exercise: FunctionExercise, which: int, box: Sandbox, report: R
     spec = exercise.timing.each()[which]
     key = (exercise.id, which)
     earlier = None if os.environ.get("GPUPRINCIPLES_RETIME_BASELINES") else _EARLIER_BASELINES.get(key)
+    on = f" ({spec.label})" if spec.label else ""
     timed = _timed_verdict(exercise, spec, which, box, report, earlier)
     if timed is not None and timed[0].undecided and report.status == PASSED:
         # a median at the bar with an interval below it: noise, not a verdict; time again, baselines beside it
         earlier = None
-        report.notes.append(f"Timed twice: the first rounds{' (' + spec.label + ')' if spec.label else ''} were "
-                            f"too noisy to decide ({'; '.join(timed[0].reasons)}).")
+        report.notes.append(f"Timed twice: the first rounds{on} were too noisy to decide "
+                            f"({'; '.join(timed[0].reasons)}).")
         timed = _timed_verdict(exercise, spec, which, box, report, earlier)
     if timed is None:
         return
     verdict, result = timed
-    on = f" ({spec.label})" if spec.label else ""
     if which == 0:
         report.measurements.update(verdict.measurements)
     else:
