@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from run_log import log
 from submission_headers import FOLDER, report
 
 from gpuprinciples.course.kit import BytesWithin, Case
@@ -80,16 +81,6 @@ def test_no_projection_of_nothing():
 CPU_VERDICTS = Path(__file__).resolve().parent / "fixtures" / "cpu_verdicts.json"
 
 
-def _log(name: str, text: str) -> None:
-    """Figures for the report of a GPU run: into $OUT when the run collects it (tools/gpu-check)."""
-    import os
-    folder = os.environ.get("OUT")
-    if folder:
-        with open(Path(folder) / name, "a") as f:
-            f.write(text + "\n")
-    print(text)
-
-
 def test_the_recorded_cpu_verdicts_cover_every_compared_fixture():
     """tests/fixtures/cpu_verdicts.json is re-recorded (python -m gpuprinciples.instructor.verdicts --write ...) when a
     fixture is added: otherwise the GPU's lines for it would be compared with nothing."""
@@ -118,7 +109,7 @@ def test_every_reference_solution_passes_on_the_gpu():
         module, name = ex.solution.split(":")
         started = time.monotonic()
         report = grade(ex.id, from_function(getattr(importlib.import_module(module), name)))
-        _log("references.txt", f"{ex.id} | {report.status} | {time.monotonic() - started:.1f} s | "
+        log("references.txt", f"{ex.id} | {report.status} | {time.monotonic() - started:.1f} s | "
                                f"{'; '.join(report.reasons)[:300]}")
         if report.status != PASSED:
             failed[ex.id] = report.reasons
@@ -138,12 +129,12 @@ def test_the_gpu_judges_the_fixtures_as_the_cpu_did(monkeypatch):
     monkeypatch.setenv("GPUPRINCIPLES_UNTIMED", "1")  # the lines compared are not timed ones
     cpu = json.loads(CPU_VERDICTS.read_text())["fixtures"]
     entries = [(path, v["exercise"], v["function"]) for path, v in sorted(cpu.items())]
-    gpu = verdicts.grade_all(entries, workers=8, log=lambda path, r: _log(
+    gpu = verdicts.grade_all(entries, workers=8, log=lambda path, r: log(
         "verdict-diff-progress.txt", f"{path} | {r['status']} | {r['lines']} | {r['reasons'][:1]}"))
     rows, disagree = verdicts.compare(cpu, gpu)
-    _log("verdict-diff.txt", verdicts.table(rows) + "\n\n" + "\n".join(disagree or ["no disagreement"]))
+    log("verdict-diff.txt", verdicts.table(rows) + "\n\n" + "\n".join(disagree or ["no disagreement"]))
     statuses = sum(cpu[p]["status"] == gpu[p]["status"] for p in gpu)
-    _log("verdict-diff.txt", f"{statuses} of {len(gpu)} fixtures have the same status on both machines; others:\n"
+    log("verdict-diff.txt", f"{statuses} of {len(gpu)} fixtures have the same status on both machines; others:\n"
          + "\n".join(f"{p}: CPU {cpu[p]['status']} {cpu[p]['reasons'][:1]}, "
                       f"GPU {gpu[p]['status']} {gpu[p]['reasons'][:1]}"
                       for p in gpu if cpu[p]["status"] != gpu[p]["status"]))

@@ -8,10 +8,9 @@ a GPU). Tests that assert more about a fixture read the same report (`submission
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
+from run_log import log
 from submission_headers import FOLDER, MutantError, graded_files, header, materialise, report, runs_on, verdict_on
 
 from gpuprinciples import runtime
@@ -23,18 +22,11 @@ def _id(path) -> str:
     return f"{path.parent.name}/{path.stem}"
 
 
-def _log(path, graded) -> None:
-    """Each report as it is judged, into $OUT/fixtures.jsonl when a GPU run collects it (tools/gpu-check): a run cut
-    by its time limit still says why each fixture it reached failed (pytest prints that only at its end)."""
-    if os.environ.get("OUT"):
-        with open(Path(os.environ["OUT"]) / "fixtures.jsonl", "a") as f:
-            f.write(json.dumps({"fixture": _id(path), "status": graded.status, "reasons": graded.reasons}) + "\n")
-
-
 def check(path) -> None:
     h = header(path)
     graded = report(path)
-    _log(path, graded)
+    log("fixtures.jsonl", json.dumps({"fixture": _id(path), "status": graded.status, "reasons": graded.reasons}),
+        echo=False)
     reasons = " | ".join(graded.reasons).lower()
     if "known-gap" in h and graded.status == "passed":  # when the grader learns to catch it, it fails as stated
         pytest.xfail(f"grader gap: {h['known-gap']}")

@@ -34,6 +34,7 @@ import sys
 import time
 import traceback
 import warnings
+from contextlib import nullcontext
 
 # Primitives first, before anything of the learner's can run.
 _os_dup2 = os.dup2
@@ -44,7 +45,7 @@ import torch  # noqa: E402
 from ..course.catalog import get as get_exercise  # noqa: E402
 from ..course.kit import cached_inputs  # noqa: E402
 from ..machine import runtime  # noqa: E402
-from ..measure import counters, observe, timing  # noqa: E402
+from ..measure import counters, observe, placement, timing  # noqa: E402
 from ..sandbox import channel, forkserver, processes  # noqa: E402
 from ..sandbox.channel import CaseResult, CompileResult, Job, LoadError, Ready, TimingResult  # noqa: E402
 from ..toolchain import compat, compiling, gpucompile, interpreter, selftest  # noqa: E402
@@ -61,6 +62,8 @@ WATCHED = {  # namespaces whose attributes learner code must not replace
     "torch.cuda": torch.cuda,
     "time": __import__("time"),
     "gpuprinciples.measure.counters": counters,
+    "gpuprinciples.measure.placement": placement,  # where a GPU would keep each tensor (the interpreter's launches)
+    "gpuprinciples.measure.placement.HostTensors": placement.HostTensors,
     "gpuprinciples.sandbox.channel": channel,
     "gpuprinciples.measure.timing": timing,
     "gpuprinciples.machine.runtime": runtime,
@@ -212,7 +215,7 @@ def _returned_problems(returned: list) -> list[str]:
 
 def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dict, *,
              _record=counters.record, _tampered=_tampered, _portable=_portable,
-             _tensors_in=counters.tensors_in, _Watch=observe.Watch) -> CaseResult:
+             _tensors_in=counters.tensors_in, _Watch=observe.Watch, _placement=placement.watch) -> CaseResult:
     # (the defaults are bound now, before learner code runs: replacing the module's names does nothing)
     args = _to_device(case["args"], device)
     kwargs = _to_device(case["kwargs"], device)
@@ -226,6 +229,9 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     def watching(gpu):
         return _Unwatched() if exercise.forks_ranks else _Watch(gpu, profile=profile)
 
+    def placed():  # a kernel exercise under the interpreter: a launch handed a host tensor is refused, as on a GPU
+        return _placement() if profile and runtime.INTERPRETER and not exercise.forks_ranks else nullcontext()
+
     returned: list = []  # what the learner's function returned on the graded call, however `run` calls it
 
     def learner(*a, **k):
@@ -236,7 +242,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     decoy_out = None
     try:
         if case.get("decoy") is not None:  # warm-up, autotuning, and a trap for cached answers: judged too
-            with watching(gpu) as seen, _record() as decoy_rec:
+            with watching(gpu) as seen, _record() as decoy_rec, placed():
                 decoy_out = runner(fn, _to_device(case["decoy"], device), kwargs)
                 runtime.synchronize()
             result.watched.append(_watched_entry("warm-up call", seen, decoy_rec))
@@ -245,7 +251,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
         pristine = [_clone(t) for t in _tensors_in(args)]
         runtime.synchronize()
         with watching(gpu) as seen, _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args),
-                                            stores=True) as rec:
+                                            stores=True) as rec, placed():
             out = runner(fn if exercise.forks_ranks else learner, args, kwargs)  # (ranks get fn by pickle)
             runtime.synchronize()
         # before anything else runs: which elements of what the learner returned its kernels wrote, and did not

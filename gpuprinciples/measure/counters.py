@@ -40,6 +40,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..machine import runtime
 from ..toolchain import compat, gpucompile
+from . import placement
 
 # ---------------------------------------------------------------------------------------------
 # PyTorch operators: which are free, which move data, the rest compute
@@ -440,6 +441,10 @@ def _install_interpreter_hooks() -> None:
 
     @functools.wraps(grid_call)
     def launch(self, *args, **kwargs):
+        with placement.launching(args, kwargs):  # a host tensor among the arguments: the GPU's refusal
+            return counted_launch(self, *args, **kwargs)
+
+    def counted_launch(self, *args, **kwargs):
         _active()
         kernel, _state.launching = _state.launching, None
         if kernel is None or kernel.rewritten_fn.get(kernel.fn) is not self.fn:

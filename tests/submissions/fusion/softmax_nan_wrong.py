@@ -3,7 +3,6 @@
 # verdict: failed
 # says: nan in the wrong places
 # says: special
-# seed: 27
 # mutant-of: fusion/softmax_wrong_tail.py
 """Treats NaN as -inf (drops it): torch.softmax makes the whole row NaN."""
 # @@

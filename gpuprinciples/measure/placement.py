@@ -1,0 +1,158 @@
+"""Where a GPU would keep each tensor, followed on a machine without one.
+
+On a GPU the inputs live in the GPU's memory and `torch.empty((m, n))`, made without `device=`, lives in the
+CPU's; a Triton launch handed it is refused ("Pointer argument ... cannot be accessed from Triton (cpu
+tensor?)"). Under the interpreter every tensor is in the CPU's memory, so that launch runs and a laptop would
+pass what the GPU refuses. While `watch()` is on, a function mode follows which tensors a GPU would make in
+the CPU's memory (host tensors):
+
+* made by a factory (`torch.empty`, `torch.tensor`, `torch.arange`, ...) without `device=`, or with
+  `device="cpu"`; moved there (`.cpu()`, `.to("cpu")`);
+* made by any other operation all of whose tensor arguments are host tensors (`torch.empty_like(host)`,
+  `host * 2`, a view of one), unless `device=` says otherwise.
+
+A `device=` that is a `torch.device` object counts as the GPU (it is `x.device` in the learner's code), as does
+`.cuda()` or `.to(x.device)`; a move that the CPU answers with the same tensor is answered with a copy, as a GPU
+would. A launch handed a host tensor (`launching`, around the interpreter's launch hook in counters.py) raises
+the GPU's error. What this does not see (a gap, never a false refusal): tensors made before
+the call (a module's globals), `device=torch.device("cpu")` written out, and `device=h.device` of a host tensor.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+
+# Factories: no tensor argument tells where the result goes, so without `device=` it is the CPU's memory
+FACTORIES = frozenset({
+    torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn, torch.randint, torch.randperm,
+    torch.arange, torch.linspace, torch.logspace, torch.eye, torch.empty_strided, torch.tensor,
+    torch.as_tensor, torch.from_numpy, torch.scalar_tensor, torch.asarray,
+})
+HOST, DEVICE = "host", "device"
+
+_local = threading.local()
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    return [leaf for leaf in tree_leaves(tree) if isinstance(leaf, torch.Tensor)]
+
+
+def _key(t: torch.Tensor) -> int | None:
+    storage = t.untyped_storage()
+    return storage.data_ptr() if storage.nbytes() else None  # empty tensors share address 0
+
+
+def _named_place(device) -> str | None:
+    """A `device=` or `.to()` target: the string "cpu" is the CPU's memory; any other name, index or
+    `torch.device` object is taken for the GPU's (on a GPU it is `x.device`)."""
+    if device is None:
+        return None
+    if isinstance(device, str):
+        return HOST if device.split(":")[0] == "cpu" else DEVICE
+    return DEVICE if isinstance(device, (torch.device, int)) else None
+
+
+class HostTensors(TorchFunctionMode):
+    """The tensors a GPU would hold in the CPU's memory, by storage address. They are kept alive until the
+    watch ends, so no later tensor can take one's address."""
+
+    def __init__(self):
+        super().__init__()
+        self.kept: dict[int, torch.Tensor] = {}
+
+    def is_host(self, t: torch.Tensor) -> bool:
+        key = _key(t)
+        return key is not None and key in self.kept
+
+    def _place(self, func, args, kwargs) -> str | None:
+        if func is torch.Tensor.cpu:
+            return HOST
+        if func is torch.Tensor.cuda:
+            return DEVICE
+        if func is torch.Tensor.to:  # .to(device), .to(other), .to(dtype) (which keeps the place)
+            for target in (*args[1:], kwargs.get("device"), kwargs.get("other")):
+                if isinstance(target, torch.Tensor):
+                    return HOST if self.is_host(target) else DEVICE
+                if _named_place(target):
+                    return _named_place(target)
+        elif _named_place(kwargs.get("device")):
+            return _named_place(kwargs.get("device"))
+        elif func in FACTORIES:
+            return HOST
+        inputs = _tensors((args, kwargs))
+        if inputs and all(self.is_host(t) for t in inputs):
+            return HOST
+        return None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if getattr(_local, "paused", False):  # Triton's own copies of a launch's arguments
+            return out
+        outputs = _tensors(out)
+        if not outputs:
+            return out
+        place = self._place(func, args, kwargs)
+        if place is None:
+            return out
+        inputs = _tensors((args, kwargs))
+        if place == DEVICE and any(self.is_host(t) for t in outputs):
+            return _copied(out)  # a move to the GPU makes a new tensor there; the host one stays behind
+        if place == HOST:
+            if any(not self.is_host(t) and any(_key(t) == _key(i) for i in inputs) for t in outputs):
+                out = _copied(out)  # `.cpu()` of a GPU tensor: a copy, not the GPU tensor itself
+            for t in _tensors(out):
+                if _key(t) is not None:
+                    self.kept[_key(t)] = t
+        return out
+
+
+def _copied(out):
+    if isinstance(out, torch.Tensor):
+        return out.clone()
+    return type(out)(_copied(item) for item in out) if isinstance(out, (list, tuple)) else out
+
+
+@contextmanager
+def watch():
+    """Follow host tensors in the block (this thread); `launching` refuses them at a launch."""
+    mode = HostTensors()
+    outer = getattr(_local, "mode", None)
+    _local.mode = mode
+    try:
+        with mode:
+            yield mode
+    finally:
+        _local.mode = outer
+        mode.kept.clear()
+
+
+@contextmanager
+def launching(args, kwargs):
+    """Around a Triton launch under the interpreter: refuse it, as a GPU would, if a host tensor is among its
+    arguments (a tensor descriptor's base counts); else run it with the watch paused (the interpreter copies
+    the arguments with PyTorch operations of its own)."""
+    _refuse_host_pointers(args, kwargs)
+    paused = getattr(_local, "paused", False)
+    _local.paused = True
+    try:
+        yield
+    finally:
+        _local.paused = paused
+
+
+def _refuse_host_pointers(args, kwargs) -> None:
+    mode = getattr(_local, "mode", None)
+    if mode is None:
+        return
+    for index, arg in enumerate((*args, *kwargs.values())):
+        base = arg if isinstance(arg, torch.Tensor) else getattr(arg, "base", None)
+        if isinstance(base, torch.Tensor) and mode.is_host(base):
+            raise ValueError(f"Pointer argument (at {index}) cannot be accessed from Triton (cpu tensor?) [on this "
+                             "CPU, the grader follows where a GPU would keep each tensor: this one was made without "
+                             "`device=`, or from such a tensor]")

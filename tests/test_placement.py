@@ -1,0 +1,78 @@
+"""measure/placement.py: under the interpreter, a launch handed a tensor that a GPU would keep in the CPU's memory
+is refused as a GPU refuses it; every tensor a GPU would keep in its own memory still launches."""
+
+import pytest
+import torch
+import triton
+from launch_kernels import double, double_tuned
+
+from gpuprinciples.machine import runtime
+from gpuprinciples.measure import placement
+
+pytestmark = pytest.mark.skipif(not runtime.INTERPRETER, reason="a GPU refuses these launches itself")
+REFUSED = "cannot be accessed from Triton (cpu tensor?)"
+
+
+def _launch(src, dst, kernel=double):
+    kernel[(triton.cdiv(src.numel(), 64),)](src, dst, src.numel(), **({} if kernel is double_tuned else {"BLOCK": 64}))
+    return dst
+
+
+# (what the learner's code makes the output with, given the input x)
+ON_THE_GPU = {
+    "empty_like": lambda x: torch.empty_like(x),
+    "device=x.device": lambda x: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+    "x.new_empty": lambda x: x.new_empty(x.shape),
+    "moved with .to(x.device)": lambda x: torch.empty(x.shape).to(x.device),
+    "moved with .to(x)": lambda x: torch.empty(x.shape).to(x),
+    "a view of x's buffer": lambda x: torch.empty(x.numel() + 10, device=x.device)[10:],
+}
+IN_THE_CPUS_MEMORY = {
+    "no device=": lambda x: torch.empty(x.shape, dtype=x.dtype),
+    "device='cpu'": lambda x: torch.zeros(x.shape, device="cpu"),
+    "empty_like of a host tensor": lambda x: torch.empty_like(torch.empty(x.shape)),
+    "arithmetic on a host tensor": lambda x: torch.zeros(x.shape) + 1,
+    "a view of a host tensor": lambda x: torch.empty(x.numel() + 10)[10:],
+    "x.cpu()": lambda x: x.cpu(),
+    "x.to('cpu')": lambda x: x.to("cpu"),
+    "torch.tensor of a list": lambda x: torch.tensor([0.0] * x.numel()),
+}
+
+
+@pytest.mark.parametrize("make", ON_THE_GPU.values(), ids=ON_THE_GPU.keys())
+def test_a_tensor_on_the_inputs_device_launches(make):
+    x = torch.randn(300)
+    with placement.watch():
+        y = _launch(x, make(x))
+    torch.testing.assert_close(y, 2 * x)
+
+
+@pytest.mark.parametrize("make", IN_THE_CPUS_MEMORY.values(), ids=IN_THE_CPUS_MEMORY.keys())
+@pytest.mark.parametrize("kernel", [double, double_tuned], ids=["jit", "autotuned"])
+def test_a_tensor_in_the_cpus_memory_is_refused_at_the_launch(make, kernel):
+    x = torch.randn(300)
+    with placement.watch():
+        y = make(x)
+        with pytest.raises(ValueError, match=r"\(at 1\) cannot be accessed from Triton \(cpu tensor\?\)"):
+            _launch(x, y, kernel)
+        assert _launch(x, torch.empty_like(x), kernel).equal(2 * x)  # the input itself is still the GPU's
+    _launch(x, y, kernel)  # outside the watch nothing is refused
+
+
+def test_a_move_answered_with_the_same_tensor_leaves_the_host_one_behind():
+    """On a CPU, `.to(x.device)` of a CPU tensor returns the tensor itself; on a GPU it is a copy, and the
+    original stays in the CPU's memory."""
+    x = torch.randn(100)
+    with placement.watch():
+        host = torch.empty(100)
+        moved = host.to(x.device)
+        assert moved is not host
+        _launch(x, moved)
+        with pytest.raises(ValueError, match="cpu tensor"):
+            _launch(x, host)
+
+
+def test_a_gpu_tensor_mixed_with_a_host_scalar_stays_on_the_gpu():
+    x = torch.randn(100)
+    with placement.watch():
+        _launch(x, torch.empty_like(x * torch.tensor(2.0)))
