@@ -1,9 +1,10 @@
 # exercise: fusion.cos_cos
 # function: cos_cos
 # verdict: failed
-# known-gap: torch._C._DisableTorchDispatch hides PyTorch compute from the recorder
-"""Suspected grader gap: PyTorch does the work with the dispatcher's Python modes switched off, so
-the operator recorder never sees it; one tiny Triton launch satisfies the launch count."""
+# says: did not see
+# cpu-says: not written by a triton store
+"""PyTorch does the work with the dispatcher's Python modes switched off, and one tiny Triton launch
+satisfies the launch count: the grader sees operators its recorder missed, and an output no store wrote."""
 import torch
 import triton
 import triton.language as tl

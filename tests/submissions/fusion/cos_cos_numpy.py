@@ -1,9 +1,10 @@
 # exercise: fusion.cos_cos
 # function: cos_cos
 # verdict: failed
-# known-gap: NumPy does the arithmetic: invisible to the PyTorch operator recorder
-"""Suspected grader gap: NumPy does the work (invisible to the PyTorch dispatcher) and a Triton
-kernel that touches one element keeps the launch count at one."""
+# cpu-says: not written by a triton store
+# gpu-says: can't convert cuda
+"""NumPy does the work (invisible to the PyTorch dispatcher) and a Triton
+kernel that touches one element keeps the launch count at one: no Triton store wrote the result."""
 import numpy as np
 import torch
 import triton
