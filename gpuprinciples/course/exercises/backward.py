@@ -56,9 +56,9 @@ SAVED_MIB = ValueExercise(
     id="backward.saved_mib",
     prediction=True,
     title="Predict: what FlashAttention keeps for the backward",
-    question=(f"B={SHAPE[0]}, H={SHAPE[1]}, N={SHAPE[2]}, D={SHAPE[3]} in bfloat16. Besides Q, K and V, FlashAttention's "
-              "forward keeps its output O (bf16) and one float32 log-sum-exp per query row for the backward. How "
-              "many MiB is that?"),
+    question=(f"B={SHAPE[0]}, H={SHAPE[1]}, N={SHAPE[2]}, D={SHAPE[3]} in bfloat16. Besides Q, K and V, "
+              "FlashAttention's forward keeps its output O (bf16) and one float32 log-sum-exp per query row for the "
+              "backward. How many MiB is that?"),
     expected=_saved_mib,
     rel_tol=0.02,
     hints=("O has the shape of Q: B·H·N·D elements of 2 bytes.",
@@ -140,8 +140,9 @@ def _backward_cases(gen: torch.Generator, mode: str) -> list[Case]:
     found = []
     for (B, H, N, D, causal, kind), dtype in dtype_plan(SPECS[mode], mode):
         N = N(gen) if callable(N) else N
-        found.append(Case(_label(B, H, N, D, causal, kind, dtype), _backward_args(gen, (B, H, N, D), kind, dtype, causal),
-                          {"causal": causal}, decoy=_backward_args(gen, (B, H, N, D), kind, dtype, causal)))
+        found.append(Case(_label(B, H, N, D, causal, kind, dtype),
+                          _backward_args(gen, (B, H, N, D), kind, dtype, causal), {"causal": causal},
+                          decoy=_backward_args(gen, (B, H, N, D), kind, dtype, causal)))
     return found
 
 
@@ -280,8 +281,8 @@ class LoadsWithinBackwardBound(Requirement):
     modes = ("cpu",)
 
     def describe(self) -> str:
-        return (f"loads at most (6 + 4·⌈N/{BLOCK_M_MIN}⌉) × the bytes of Q: O and dO once for δ; each pass its own pair "
-                f"once, the other pair once per tile of {BLOCK_M_MIN} rows")
+        return (f"loads at most (6 + 4·⌈N/{BLOCK_M_MIN}⌉) × the bytes of Q: O and dO once for δ; each pass its own "
+                f"pair once, the other pair once per tile of {BLOCK_M_MIN} rows")
 
     def evaluate(self, counts, case):
         allowed = backward_load_budget(case)

@@ -104,7 +104,8 @@ def forward_kernel(Q, K, V, Out, Lse, H, N, qk_scale,
     q_desc = tl.make_tensor_descriptor(Q + b * sqb + h * sqh, shape=[N, D], strides=[sqn, 1], block_shape=[BLOCK_M, D])
     k_desc = tl.make_tensor_descriptor(K + b * skb + h * skh, shape=[N, D], strides=[skn, 1], block_shape=[BLOCK_N, D])
     v_desc = tl.make_tensor_descriptor(V + b * svb + h * svh, shape=[N, D], strides=[svn, 1], block_shape=[BLOCK_N, D])
-    o_desc = tl.make_tensor_descriptor(Out + b * sob + h * soh, shape=[N, D], strides=[son, 1], block_shape=[BLOCK_M, D])
+    o_desc = tl.make_tensor_descriptor(Out + b * sob + h * soh, shape=[N, D], strides=[son, 1],
+                                       block_shape=[BLOCK_M, D])
     offs_m = start_m + tl.arange(0, BLOCK_M)
     m_i = tl.full([BLOCK_M], -float("inf"), dtype=Lse.dtype.element_ty)  # float64 for float64 inputs
     l_i = tl.zeros([BLOCK_M], dtype=Lse.dtype.element_ty)
@@ -132,8 +133,8 @@ def forward_kernel(Q, K, V, Out, Lse, H, N, qk_scale,
 
 
 @triton.jit
-def delta_kernel(O, dO, Delta, DQ, H, N, sob, soh, son, sdb, sdh, sdn, D: tl.constexpr, BLOCK_M: tl.constexpr,
-                 ZERO_DQ: tl.constexpr = False):
+def delta_kernel(O, dO, Delta, DQ, H, N, sob, soh, son, sdb, sdh, sdn,  # noqa: E741 - the paper's names
+                 D: tl.constexpr, BLOCK_M: tl.constexpr, ZERO_DQ: tl.constexpr = False):
     """δ_i = Σ_d dO_id · O_id in the LSE's precision: the row term of dS = P ∘ (dP − δ), computed once, before
     both passes. ZERO_DQ: also zero the same rows of the float32 dQ buffer the one-pass backward adds into."""
     bh = tl.program_id(1)

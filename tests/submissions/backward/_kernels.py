@@ -11,7 +11,7 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
-def _delta(O, dO, Delta, N, D: tl.constexpr, BLOCK: tl.constexpr):
+def _delta(O, dO, Delta, N, D: tl.constexpr, BLOCK: tl.constexpr):  # noqa: E741 - the paper's names
     bh = tl.program_id(1).to(tl.int64)
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     offs = bh * N * D + rows[:, None] * D + tl.arange(0, D)[None, :]
