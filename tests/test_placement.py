@@ -22,6 +22,8 @@ def _launch(src, dst, kernel=double):
 ON_THE_GPU = {
     "empty_like": lambda x: torch.empty_like(x),
     "device=x.device": lambda x: torch.empty(x.shape, dtype=x.dtype, device=x.device),
+    "device=x.device.type": lambda x: torch.empty(x.shape, device=x.device.type),  # "cuda" on a GPU machine
+    "x.to(str(x.device))": lambda x: torch.empty(x.shape).to(str(x.device)),
     "x.new_empty": lambda x: x.new_empty(x.shape),
     "moved with .to(x.device)": lambda x: torch.empty(x.shape).to(x.device),
     "moved with .to(x)": lambda x: torch.empty(x.shape).to(x),
@@ -29,12 +31,10 @@ ON_THE_GPU = {
 }
 IN_THE_CPUS_MEMORY = {
     "no device=": lambda x: torch.empty(x.shape, dtype=x.dtype),
-    "device='cpu'": lambda x: torch.zeros(x.shape, device="cpu"),
     "empty_like of a host tensor": lambda x: torch.empty_like(torch.empty(x.shape)),
     "arithmetic on a host tensor": lambda x: torch.zeros(x.shape) + 1,
     "a view of a host tensor": lambda x: torch.empty(x.numel() + 10)[10:],
     "x.cpu()": lambda x: x.cpu(),
-    "x.to('cpu')": lambda x: x.to("cpu"),
     "torch.tensor of a list": lambda x: torch.tensor([0.0] * x.numel()),
 }
 

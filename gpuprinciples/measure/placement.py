@@ -6,16 +6,16 @@ tensor?)"). Under the interpreter every tensor is in the CPU's memory, so that l
 pass what the GPU refuses. While `watch()` is on, a function mode follows which tensors a GPU would make in
 the CPU's memory (host tensors):
 
-* made by a factory (`torch.empty`, `torch.tensor`, `torch.arange`, ...) without `device=`, or with
-  `device="cpu"`; moved there (`.cpu()`, `.to("cpu")`);
+* made by a factory (`torch.empty`, `torch.tensor`, `torch.arange`, ...) without `device=`; moved there
+  (`.cpu()`);
 * made by any other operation all of whose tensor arguments are host tensors (`torch.empty_like(host)`,
   `host * 2`, a view of one), unless `device=` says otherwise.
 
-A `device=` that is a `torch.device` object counts as the GPU (it is `x.device` in the learner's code), as does
-`.cuda()` or `.to(x.device)`; a move that the CPU answers with the same tensor is answered with a copy, as a GPU
-would. A launch handed a host tensor (`launching`, around the interpreter's launch hook in counters.py) raises
-the GPU's error. What this does not see (a gap, never a false refusal): tensors made before
-the call (a module's globals), `device=torch.device("cpu")` written out, and `device=h.device` of a host tensor.
+A `device=` or a `.to()` target counts as the GPU (in the learner's code it is `x.device`), as does `.cuda()`;
+a move that the CPU answers with the same tensor is answered with a copy, as a GPU would. A launch handed a
+host tensor (`launching`, around the interpreter's launch hook in counters.py) raises the GPU's error. What
+this does not see (a gap, never a false refusal): tensors made before the call (a module's globals),
+`device="cpu"` written out, and `device=h.device` of a host tensor.
 """
 
 from __future__ import annotations
@@ -48,13 +48,11 @@ def _key(t: torch.Tensor) -> int | None:
 
 
 def _named_place(device) -> str | None:
-    """A `device=` or `.to()` target: the string "cpu" is the CPU's memory; any other name, index or
-    `torch.device` object is taken for the GPU's (on a GPU it is `x.device`)."""
-    if device is None:
-        return None
-    if isinstance(device, str):
-        return HOST if device.split(":")[0] == "cpu" else DEVICE
-    return DEVICE if isinstance(device, (torch.device, int)) else None
+    """A `device=` or `.to()` target, named: the GPU's memory, whatever the name. On this machine `x.device`,
+    `x.device.type` and `str(x.device)` all name the CPU where a GPU machine names the GPU; a "cpu" written out
+    cannot be told from them, and refusing a right kernel would be worse than missing a wrong one."""
+    named = isinstance(device, (str, torch.device, int)) and not isinstance(device, bool)  # .to(dtype, non_blocking)
+    return DEVICE if named else None
 
 
 class HostTensors(TorchFunctionMode):
