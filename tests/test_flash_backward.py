@@ -15,6 +15,7 @@ from gpuprinciples.course.kernels import attention_backward as ab
 from gpuprinciples.grader import judge
 from gpuprinciples.grader.grading import grade
 from gpuprinciples.grader.report import FAILED, PASSED
+from gpuprinciples.measure import counters
 from gpuprinciples.toolchain import compat
 
 
@@ -153,3 +154,17 @@ def test_the_autograd_function_passes_gradcheck_in_float64(causal):
     wrong = bw.autograd_function(_forward, _backward_without_scale)
     with pytest.raises(GradcheckError):  # q alone: a failing fast check reruns slowly, per element, for its message
         torch.autograd.gradcheck(lambda q: wrong.apply(q, k.detach(), v.detach(), causal), (q,), fast_mode=True)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_float64_kernels_compile_for_the_gpu(causal):
+    """The lesson's gradcheck runs these kernels in float64 on the GPU too: each must compile for an H100/H200
+    with this Triton (3.6 refuses a float64 tl.dot, hence the "fma" products). Under the interpreter every
+    launch is compiled for sm_90 as it is counted; on a GPU each launch compiled itself."""
+    q, k, v = (torch.randn(1, 1, 16, 16, dtype=torch.float64, device=runtime.DEVICE).requires_grad_() for _ in range(3))
+    with counters.record() as rec:
+        bw.attention(q, k, v, causal).sum().backward()
+    names = {c["kernel"] for c in rec.compiled.values()}
+    assert {"forward_kernel", "delta_kernel", "dkdv_kernel", "dq_kernel"} <= names, names
+    refused = [c["error"] for c in rec.compiled.values() if not c["ok"]]
+    assert not refused, refused
