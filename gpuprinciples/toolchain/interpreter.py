@@ -37,8 +37,8 @@ def interpreter_limit(exc: BaseException, kernel: str) -> InterpreterLimit | Non
         seen = seen.__cause__ or seen.__context__
     text = " ".join(str(e) for e in chain)
     if "_semantic` argument must be provided" in text:
-        what = ("the kernel calls a Triton function the interpreter does not provide (it provides the ones "
-                "reached through a module, `tl.cos(x)` or `libdevice.tanh(x)`, not one imported by name)")
+        what = ("the kernel calls a Triton function the interpreter does not provide (it provides `tl.*`, "
+                "`tl.math.*` and libdevice's functions, through their modules or imported by name)")
     elif any(isinstance(e, NotImplementedError) for e in chain) or "interpreter mode" in text:
         detail = next((str(e) for e in chain if isinstance(e, NotImplementedError)), text)
         what = f"it has no implementation of what the kernel uses ({detail[:200]})"
@@ -184,6 +184,25 @@ def _libdevice_function(symbol: str, table: dict):
     return None
 
 
+class _ModuleNames:
+    """A module's globals as attributes, so that the interpreter's patch scope can rebind a name and restore it."""
+
+    def __init__(self, names: dict):
+        object.__setattr__(self, "_names", names)
+
+    def __getattr__(self, name):
+        try:
+            return self._names[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self._names[name] = value
+
+    def __delattr__(self, name):
+        del self._names[name]
+
+
 def _libdevice_in_interpreter(interp) -> None:
     """libdevice functions (`tl.extra.cuda.libdevice.tanh`, `tl.extra.libdevice.erf`) are GPU library
     calls the interpreter has no implementation of: give it one, computed with NumPy, and make the
@@ -217,12 +236,33 @@ def _libdevice_in_interpreter(interp) -> None:
         names, scope = fn.__code__.co_names, fn.__globals__
         return "libdevice" in names or any(scope.get(n) is cuda or scope.get(n) is generic for n in names)
 
+    def by_name(fn) -> dict:
+        """Functions the kernel's module imported by name (`from triton.language.extra.libdevice import rsqrt`,
+        as Liger-Kernel does; `from triton.language.math import rsqrt`): the interpreter patches modules'
+        attributes only, so these stayed unpatched (a libdevice stub returns None, a builtin wants `_semantic`)."""
+        found = {}
+        for name in fn.__code__.co_names:
+            value = fn.__globals__.get(name)
+            module = getattr(value, "__module__", None)
+            if module in (generic.__name__, cuda.__name__) and hasattr(cuda, getattr(value, "__name__", "")):
+                found[name] = ("libdevice", value.__name__)
+            elif module in (tl.math.__name__, tl.core.__name__) and tl.core.is_builtin(value):
+                found[name] = ("builtin", value)
+        return found
+
     def patched(fn):
         scope = patch_lang(fn)
-        if uses_libdevice(fn):  # patching it costs a few ms, and device calls patch again each time
+        imported = by_name(fn)
+        if uses_libdevice(fn) or imported:  # patching it costs a few ms, and device calls patch again each time
             interp._patch_builtin(cuda, interp.interpreter_builder, scope)
             for name in shared_names:
                 scope.set_attr(generic, name, getattr(cuda, name))
+        names = _ModuleNames(fn.__globals__)  # bound for this run, put back by the scope's restore
+        for name, (kind, what) in imported.items():
+            if kind == "libdevice":
+                scope.set_attr(names, name, getattr(cuda, what))
+            else:
+                interp._patch_attr(names, name, what, interp.interpreter_builder, scope)
         return scope
 
     interp._patch_lang = patched
