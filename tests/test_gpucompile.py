@@ -270,6 +270,12 @@ def test_the_driver_answers_as_hopper():
     assert props["max_shared_mem"] == 232448 and props["warpSize"] == 32
     with pytest.raises(interpreter.InterpreterLimit, match="needs a GPU"):
         triton.testing.do_bench(lambda: None)
+    if not torch.cuda.is_available():  # PyTorch's device queries answer alike; nothing claims a GPU
+        x = torch.zeros(1)
+        assert torch.cuda.get_device_properties(x.device).multi_processor_count == 132
+        assert torch.cuda.get_device_capability() == (9, 0)
+        with torch.cuda.device(x.device):
+            pass
 
 
 def test_a_warmup_handle_answers_from_the_compiled_kernel():

@@ -101,6 +101,48 @@ def _stand_in_driver() -> None:
         driver.set_active(_HopperStandIn())
 
 
+def _torch_cuda_stand_in() -> None:
+    """`torch.cuda`'s device queries, where PyTorch has no GPU, answer as the Triton stand-in does: launch code
+    sizes grids with them (`torch.cuda.get_device_properties(x.device).multi_processor_count`, as Liger-Kernel's
+    and Triton's persistent tutorials do; `torch.cuda.get_device_capability()[0] >= 9` to pick tensor
+    descriptors), and failed here with "Torch not compiled with CUDA enabled" where a GPU runs it. `with
+    torch.cuda.device(x.device)` is a no-op for the interpreter's (CPU) tensors. `torch.cuda.is_available()`
+    still says False: nothing here claims a GPU."""
+    from types import SimpleNamespace
+    if torch.cuda.is_available() or getattr(torch.cuda.get_device_properties, "_gp_stand_in", False):
+        return
+    sm = compiling.HOPPER[1]
+    props = SimpleNamespace(
+        name="NVIDIA H200 (stand-in: Triton's CPU interpreter)", major=sm // 10, minor=sm % 10,
+        multi_processor_count=compiling.HOPPER_PROPERTIES["multiprocessor_count"],
+        warp_size=compiling.HOPPER_PROPERTIES["warpSize"], total_memory=141 * 10**9,
+        L2_cache_size=62_914_560,  # what the course's H200 reports
+        regs_per_multiprocessor=compiling.HOPPER_PROPERTIES["max_num_regs"],
+        max_threads_per_multi_processor=compiling.HOPPER_WARPS_PER_SM * 32,
+        shared_memory_per_block=48 * 1024, shared_memory_per_block_optin=compiling.HOPPER_PROPERTIES["max_shared_mem"],
+        shared_memory_per_multiprocessor=228 * 1024)
+    original_device = torch.cuda.device
+
+    def get_device_properties(device=None):
+        return props
+
+    def get_device_capability(device=None):
+        return props.major, props.minor
+
+    def get_device_name(device=None):
+        return props.name
+
+    def device(where):
+        if where is None or getattr(torch.device(where) if isinstance(where, str) else where, "type", "cuda") == "cpu":
+            return contextlib.nullcontext()
+        return original_device(where)
+
+    for fn in (get_device_properties, get_device_capability, get_device_name):
+        fn._gp_stand_in = True
+        setattr(torch.cuda, fn.__name__, fn)
+    torch.cuda.device = device
+
+
 def _float_scalars_as_fp32(interp) -> None:
     """A GPU kernel receives a float argument as an fp32 scalar (`eps.to(tl.float32)` works); the
     interpreter passed a Python float (AttributeError: 'float' object has no attribute 'to')."""
@@ -444,6 +486,7 @@ def install_interpreter_shims() -> None:
         return
     interp = interpreter_module()
     _stand_in_driver()
+    _torch_cuda_stand_in()
     _float_scalars_as_fp32(interp)
     _libdevice_in_interpreter(interp)
     _bf16_dots(interp)
