@@ -16,6 +16,8 @@ What is counted, and where:
   leaves on, times the element size. Masked-off lanes are not counted: they move no memory.
   Re-reading the same element counts again: a cache may soften that on a GPU, but the first-
   principles budget is "read each input once, write each output once".
+* Under the interpreter, a store outside every tensor its launch was given is refused before it lands
+  (bounds.py): a GPU faults or corrupts other memory there, the interpreter would corrupt this process.
 * PyTorch operators called by the code (the interpreter's own copies of a launch's arguments are
   not; the learner's grid callable and pre-run hooks are), through a dispatch mode:
   allocations and views are free; copies and fills are data movement (their bytes are counted);

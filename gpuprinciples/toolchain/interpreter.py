@@ -1,8 +1,9 @@
 """The interpreter's limits: shimmed where a GPU's behaviour can be reproduced, named where not.
 
 `install()` (called once by `import gpuprinciples`, after the mode is decided) makes Triton's
-interpreter behave as an H100/H200 would where it can: a stand-in driver that reports sm_90,
-libdevice math, bf16 dots, warm-up handles, autotuning by compiling every config.
+interpreter behave as an H100/H200 would where it can: a stand-in driver that reports sm_90 (and
+torch.cuda's device queries answering alike), libdevice math (through its modules or imported by name),
+bf16 dots, warm-up handles, autotuning by compiling every config.
 """
 
 from __future__ import annotations
