@@ -1,8 +1,8 @@
 # exercise: fusion.layernorm
 # function: layernorm
 # verdict: failed
+# says: (row stride
 # cpu-says: outside every tensor passed to it
-# cpu-says: (row stride
 # cpu-not-says: crashed
 # mutant-of: fusion/right_layernorm_one_row_per_program.py
 """Wrong when rows are strided: the output (contiguous) is written with the input's row stride, as Triton's
