@@ -107,8 +107,7 @@ def _torch_cuda_stand_in() -> None:
     sizes grids with them (`torch.cuda.get_device_properties(x.device).multi_processor_count`, as Liger-Kernel's
     and Triton's persistent tutorials do; `torch.cuda.get_device_capability()[0] >= 9` to pick tensor
     descriptors), and failed here with "Torch not compiled with CUDA enabled" where a GPU runs it. `with
-    torch.cuda.device(x.device)` is a no-op for the interpreter's (CPU) tensors. `torch.cuda.is_available()`
-    still says False: nothing here claims a GPU."""
+    torch.cuda.device(...)` is a no-op. `torch.cuda.is_available()` still says False: nothing here claims a GPU."""
     from types import SimpleNamespace
     if torch.cuda.is_available() or getattr(torch.cuda.get_device_properties, "_gp_stand_in", False):
         return
@@ -122,7 +121,6 @@ def _torch_cuda_stand_in() -> None:
         max_threads_per_multi_processor=compiling.HOPPER_WARPS_PER_SM * 32,
         shared_memory_per_block=48 * 1024, shared_memory_per_block_optin=compiling.HOPPER_PROPERTIES["max_shared_mem"],
         shared_memory_per_multiprocessor=228 * 1024)
-    original_device = torch.cuda.device
 
     def get_device_properties(device=None):
         return props
@@ -133,10 +131,8 @@ def _torch_cuda_stand_in() -> None:
     def get_device_name(device=None):
         return props.name
 
-    def device(where):
-        if where is None or getattr(torch.device(where) if isinstance(where, str) else where, "type", "cuda") == "cpu":
-            return contextlib.nullcontext()
-        return original_device(where)
+    def device(where):  # no GPU to select here: every device is "current"
+        return contextlib.nullcontext()
 
     for fn in (get_device_properties, get_device_capability, get_device_name):
         fn._gp_stand_in = True
