@@ -1,11 +1,13 @@
 # exercise: fusion.softmax
 # function: softmax
 # verdict: passed
+# modes: cpu
 """Right: a persistent row softmax whose host code asks PyTorch, not Triton, about the GPU, as Liger-Kernel's and
 Triton's persistent-matmul wrappers do: `torch.cuda.get_device_properties(x.device).multi_processor_count` sizes
 the grid, `torch.cuda.get_device_capability()` picks the number of warps, and the launch sits inside `with
 torch.cuda.device(x.device)`. Under the interpreter PyTorch has no GPU; these failed there with "Torch not compiled
-with CUDA enabled" (or "Expected a cuda device, but got: cpu") while a GPU runs the kernel."""
+with CUDA enabled" (or "Expected a cuda device, but got: cpu") while a GPU runs the kernel. Graded on a CPU only: on
+a GPU these are PyTorch's own answers, and whether this simple kernel meets the GPU's speed bar is not its point."""
 import torch
 import triton
 import triton.language as tl
