@@ -6,7 +6,7 @@ import triton
 import triton.language as tl
 
 from gpuprinciples.machine import runtime
-from gpuprinciples.measure import counters
+from gpuprinciples.measure import bounds, counters
 
 
 @triton.jit
@@ -54,6 +54,33 @@ def test_dtype_sizes_and_atomics():
         _sum_kernel[(2,)](torch.ones(100), total, 100, BLOCK=64)
     assert total.item() == 100
     assert rec.load_bytes == 400 + 2 * 4 and rec.store_bytes == 2 * 4  # each atomic reads and writes
+
+
+@triton.jit
+def _store_iota(dst, n, BLOCK: tl.constexpr):
+    at = tl.arange(0, BLOCK)
+    tl.store(dst + at, at.to(tl.float32), mask=at < n)
+
+
+@triton.jit
+def _store_through_address(table, n, BLOCK: tl.constexpr):
+    dst = tl.load(table).to(tl.pointer_type(tl.float32))  # an address made from an integer
+    at = tl.arange(0, BLOCK)
+    tl.store(dst + at, at.to(tl.float32), mask=at < n)
+
+
+@interpreter_only
+def test_a_store_outside_every_argument_is_refused_before_it_lands():
+    wide = torch.zeros(64)
+    _store_iota[(1,)](wide[:32], 64, BLOCK=64)  # past the view, inside its storage: as on a GPU, allowed
+    assert torch.equal(wide, torch.arange(64.0))
+    with pytest.raises(bounds.OutOfBoundsStore, match=r"stored 16 element\(s\) outside every tensor passed to it; "
+                                                      r"the first at element 48 of the memory under `dst`"):
+        _store_iota[(1,)](torch.zeros(48), 64, BLOCK=64)
+    assert counters._state.bounds is None  # cleared after the launch
+    table = torch.tensor([wide.data_ptr()], dtype=torch.int64)
+    _store_through_address[(1,)](table, 8, BLOCK=8)  # a launch that makes pointers is not checked
+    assert torch.equal(wide[:8], torch.arange(8.0))
 
 
 def test_two_launches_counted():

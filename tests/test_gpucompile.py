@@ -20,6 +20,9 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda.libdevice import tanh as cuda_tanh
+from triton.language.extra.libdevice import rsqrt as generic_rsqrt
+from triton.language.math import exp as math_exp
 
 from gpuprinciples import counters, gpucompile, runtime
 from gpuprinciples.course.catalog import all_exercises
@@ -218,6 +221,14 @@ def libdevice_both_ways(src, dst, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def libdevice_by_name(src, dst, n, BLOCK: tl.constexpr):
+    at = tl.arange(0, BLOCK)
+    inside = at < n
+    v = tl.load(src + at, mask=inside)
+    tl.store(dst + at, generic_rsqrt(v * v + 1) + cuda_tanh(v) + math_exp(v), mask=inside)
+
+
+@triton.jit
 def through_inline_asm(src, dst, n, BLOCK: tl.constexpr):
     at = tl.arange(0, BLOCK)
     inside = at < n
@@ -240,6 +251,15 @@ def test_libdevice_functions_compute(dtype):
     assert torch.allclose(y, want, atol=1e-6 if dtype == torch.float32 else 1e-12)
 
 
+def test_functions_imported_by_name_compute():
+    """Libraries import libdevice and tl.math functions by name (Liger-Kernel's `rsqrt`): the interpreter
+    patched only module attributes, so the libdevice stub returned None and a builtin wanted `_semantic`."""
+    x, y = _tensors()
+    libdevice_by_name[(1,)](x, y, x.numel(), BLOCK=128)
+    assert torch.allclose(y, torch.rsqrt(x * x + 1) + x.tanh() + x.exp(), atol=1e-5)
+    assert generic_rsqrt.__module__ == "triton.language.extra.libdevice"  # the names are put back after the run
+
+
 @interpreter_only
 def test_the_driver_answers_as_hopper():
     active = triton.runtime.driver.active
@@ -250,6 +270,12 @@ def test_the_driver_answers_as_hopper():
     assert props["max_shared_mem"] == 232448 and props["warpSize"] == 32
     with pytest.raises(interpreter.InterpreterLimit, match="needs a GPU"):
         triton.testing.do_bench(lambda: None)
+    if not torch.cuda.is_available():  # PyTorch's device queries answer alike; nothing claims a GPU
+        x = torch.zeros(1)
+        assert torch.cuda.get_device_properties(x.device).multi_processor_count == 132
+        assert torch.cuda.get_device_capability() == (9, 0)
+        with torch.cuda.device(x.device):
+            pass
 
 
 def test_a_warmup_handle_answers_from_the_compiled_kernel():

@@ -45,6 +45,10 @@ def test_pytorch_copies_fail_the_byte_budget_where_loads_are_not_counted():
     assert copied.passed is False and "pytorch copies 42.56 kib" in copied.detail.lower()
     clean, = judge_requirements((rule,), [_bytes_case(0)], "gpu")
     assert clean.passed is None and "not measured on this machine" in clean.detail
+    cpu = _bytes_case(43_581)
+    cpu.counts.update(load_bytes=25_600, store_bytes=25_600)
+    counted, = judge_requirements((rule,), [cpu], "cpu")  # a CPU's sentence says why, as a GPU's does
+    assert counted.passed is False and "x.contiguous() of a strided view" in counted.detail
 
 
 def test_no_tick_without_evidence():

@@ -266,7 +266,7 @@ def _compile_gpu_cases(exercise: FunctionExercise, box: Sandbox, report: Report)
     from . import compilepass
     name = CompilesForGPU().describe()
     line = next((c for c in report.checks if c.name == name), None)
-    if line is None or line.passed is not True:  # refused already, or nothing compiled to judge
+    if line is None or line.passed is not True or box.failure:  # refused already, nothing to judge, or no child
         return
     result = box.request({"cmd": "compile", "cases": compilepass.plan(exercise)},
                          "compiling the kernels of a GPU's cases", (CompileResult,))

@@ -16,6 +16,8 @@ What is counted, and where:
   leaves on, times the element size. Masked-off lanes are not counted: they move no memory.
   Re-reading the same element counts again: a cache may soften that on a GPU, but the first-
   principles budget is "read each input once, write each output once".
+* Under the interpreter, a store outside every tensor its launch was given is refused before it lands
+  (bounds.py): a GPU faults or corrupts other memory there, the interpreter would corrupt this process.
 * PyTorch operators called by the code (the interpreter's own copies of a launch's arguments are
   not; the learner's grid callable and pre-run hooks are), through a dispatch mode:
   allocations and views are free; copies and fills are data movement (their bytes are counted);
@@ -40,7 +42,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..machine import runtime
 from ..toolchain import compat, gpucompile
-from . import placement
+from . import bounds, placement
 
 # ---------------------------------------------------------------------------------------------
 # PyTorch operators: which are free, which move data, the rest compute
@@ -263,6 +265,8 @@ def _active() -> list[Recording]:
         _state.benchmarking = 0  # inside an autotuner's benchmark: its launches are not the learner's
         _state.launching = None  # the InterpretedFunction whose launch is starting
         _state.pending = None  # (compiled kernel, grid) about to be launched on a GPU
+        _state.bounds = None  # under the interpreter, while a launch runs: its tensor arguments' extents (bounds.py)
+        _state.kernel = "?"  # ... and its name
     return _state.stack
 
 
@@ -277,7 +281,8 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
     @functools.wraps(original)
     def counted(self, *args, **kwargs):
         stack = _active()
-        if stack:
+        known = _state.bounds if op == "store" or "atomic" in method_name else None
+        if stack or known is not None:
             ptrs = args[ptr_index]
             itemsize = max(ptrs.dtype.element_ty.primitive_bitwidth // 8, 1)
             block = np.asarray(ptrs.data)
@@ -286,6 +291,10 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
             if mask_index >= 0 and args[mask_index] is not None:
                 on_mask = np.broadcast_to(np.asarray(args[mask_index].data, dtype=bool), block.shape).reshape(-1)
                 addresses = addresses[on_mask]
+            if known is not None:  # before it lands: a stray store would write into this process
+                builder = compat.interpreter_module().interpreter_builder
+                bounds.check(_state.kernel, tuple(builder.grid_idx), addresses, itemsize, known)
+        if stack:
             nbytes = int(addresses.size) * itemsize
             if "atomic" in method_name:  # read-modify-write moves the bytes both ways
                 op_bytes = {"load": nbytes, "store": nbytes}
@@ -413,6 +422,21 @@ def _autotuner_benchmark():
         _state.in_triton -= 1
 
 
+def _pointers_made(original):
+    """A kernel that turns integers into pointers (a table of addresses) may store where no argument lies:
+    its stores are not checked against the arguments (bounds.py) for the rest of the launch."""
+
+    @functools.wraps(original)
+    def made(self, src, dst_type):
+        if getattr(dst_type, "scalar", dst_type).is_ptr():
+            _active()
+            _state.bounds = None
+        return original(self, src, dst_type)
+
+    made._gp_counted = True
+    return made
+
+
 def _install_interpreter_hooks() -> None:
     interp = compat.interpreter_module()
     builder_cls = interp.InterpreterBuilder
@@ -422,6 +446,11 @@ def _install_interpreter_hooks() -> None:
             wrapped = _count_memory(name, ptr_i, mask_i, original)
             wrapped._gp_counted = True
             setattr(builder_cls, name, wrapped)
+
+    for name in ("create_int_to_ptr", "create_bitcast"):
+        original = getattr(builder_cls, name)
+        if not getattr(original, "_gp_counted", False):
+            setattr(builder_cls, name, _pointers_made(original))
 
     run = interp.InterpretedFunction.run
     if not getattr(run, "_gp_counted", False):
@@ -469,9 +498,14 @@ def _install_interpreter_hooks() -> None:
                 _note_compiled(_compile_launch(kernel, args, kwargs, target=target))
             return None
         _state.in_triton += 1  # the interpreter copies tensors with PyTorch ops: not the learner's
+        _state.bounds = bounds.extents({**dict(zip(self.arg_names, args)), **kwargs})
+        _state.kernel = getattr(self.fn, "__name__", "kernel")
         try:
             return grid_call(self, *args, **kwargs)
         except Exception as exc:
+            stray = bounds.raised(exc)
+            if stray is not None:  # the refusal in its own words, not wrapped in the interpreter's repr()
+                raise stray from None
             # a GPU refuses the kernel before it runs: its sentence, not the interpreter's (compiled now
             # if it was not: a failing launch outside a recording, such as the grader's warm-up call)
             compiled = compiled or _compile_launch(kernel, args, kwargs)
@@ -480,6 +514,7 @@ def _install_interpreter_hooks() -> None:
             raise
         finally:
             _state.in_triton -= 1
+            _state.bounds = None
 
     launch._gp_counted = True
     interp.GridExecutor.__call__ = launch

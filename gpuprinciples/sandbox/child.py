@@ -89,7 +89,12 @@ class Sandbox:
         channel.send_command(self.to_child, {"cmd": "nonce", "nonce": self.nonce})
 
     def request(self, request: dict, doing: str, expected: tuple) -> "channel.Message | None":
-        self._ask(request)
+        if self.failure is not None:  # the child is gone already (a crash, a timeout): `failure` says why
+            return None
+        try:
+            self._ask(request)
+        except OSError:  # it died since its last reply: receive() finds the pipe closed and says how
+            pass
         return self.receive(doing, expected)
 
     def receive(self, doing: str, expected: tuple) -> "channel.Message | None":

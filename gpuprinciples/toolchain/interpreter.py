@@ -1,8 +1,9 @@
 """The interpreter's limits: shimmed where a GPU's behaviour can be reproduced, named where not.
 
 `install()` (called once by `import gpuprinciples`, after the mode is decided) makes Triton's
-interpreter behave as an H100/H200 would where it can: a stand-in driver that reports sm_90,
-libdevice math, bf16 dots, warm-up handles, autotuning by compiling every config.
+interpreter behave as an H100/H200 would where it can: a stand-in driver that reports sm_90 (and
+torch.cuda's device queries answering alike), libdevice math (through its modules or imported by name),
+bf16 dots, warm-up handles, autotuning by compiling every config.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def interpreter_limit(exc: BaseException, kernel: str) -> InterpreterLimit | Non
         seen = seen.__cause__ or seen.__context__
     text = " ".join(str(e) for e in chain)
     if "_semantic` argument must be provided" in text:
-        what = ("the kernel calls a Triton function the interpreter does not provide (it provides the ones "
-                "reached through a module, `tl.cos(x)` or `libdevice.tanh(x)`, not one imported by name)")
+        what = ("the kernel calls a Triton function the interpreter does not provide (it provides `tl.*`, "
+                "`tl.math.*` and libdevice's functions, through their modules or imported by name)")
     elif any(isinstance(e, NotImplementedError) for e in chain) or "interpreter mode" in text:
         detail = next((str(e) for e in chain if isinstance(e, NotImplementedError)), text)
         what = f"it has no implementation of what the kernel uses ({detail[:200]})"
@@ -99,6 +100,44 @@ def _stand_in_driver() -> None:
         driver.active  # a real driver (GPUPRINCIPLES_FORCE_CPU on a GPU machine) answers for itself
     except RuntimeError:
         driver.set_active(_HopperStandIn())
+
+
+def _torch_cuda_stand_in() -> None:
+    """`torch.cuda`'s device queries, where PyTorch has no GPU, answer as the Triton stand-in does: launch code
+    sizes grids with them (`torch.cuda.get_device_properties(x.device).multi_processor_count`, as Liger-Kernel's
+    and Triton's persistent tutorials do; `torch.cuda.get_device_capability()[0] >= 9` to pick tensor
+    descriptors), and failed here with "Torch not compiled with CUDA enabled" where a GPU runs it. `with
+    torch.cuda.device(...)` is a no-op. `torch.cuda.is_available()` still says False: nothing here claims a GPU."""
+    from types import SimpleNamespace
+    if torch.cuda.is_available() or getattr(torch.cuda.get_device_properties, "_gp_stand_in", False):
+        return
+    sm = compiling.HOPPER[1]
+    props = SimpleNamespace(
+        name="NVIDIA H200 (stand-in: Triton's CPU interpreter)", major=sm // 10, minor=sm % 10,
+        multi_processor_count=compiling.HOPPER_PROPERTIES["multiprocessor_count"],
+        warp_size=compiling.HOPPER_PROPERTIES["warpSize"], total_memory=141 * 10**9,
+        L2_cache_size=62_914_560,  # what the course's H200 reports
+        regs_per_multiprocessor=compiling.HOPPER_PROPERTIES["max_num_regs"],
+        max_threads_per_multi_processor=compiling.HOPPER_WARPS_PER_SM * 32,
+        shared_memory_per_block=48 * 1024, shared_memory_per_block_optin=compiling.HOPPER_PROPERTIES["max_shared_mem"],
+        shared_memory_per_multiprocessor=228 * 1024)
+
+    def get_device_properties(device=None):
+        return props
+
+    def get_device_capability(device=None):
+        return props.major, props.minor
+
+    def get_device_name(device=None):
+        return props.name
+
+    def device(where):  # no GPU to select here: every device is "current"
+        return contextlib.nullcontext()
+
+    for fn in (get_device_properties, get_device_capability, get_device_name):
+        fn._gp_stand_in = True
+        setattr(torch.cuda, fn.__name__, fn)
+    torch.cuda.device = device
 
 
 def _float_scalars_as_fp32(interp) -> None:
@@ -184,6 +223,25 @@ def _libdevice_function(symbol: str, table: dict):
     return None
 
 
+class _ModuleNames:
+    """A module's globals as attributes, so that the interpreter's patch scope can rebind a name and restore it."""
+
+    def __init__(self, names: dict):
+        object.__setattr__(self, "_names", names)
+
+    def __getattr__(self, name):
+        try:
+            return self._names[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name, value):
+        self._names[name] = value
+
+    def __delattr__(self, name):
+        del self._names[name]
+
+
 def _libdevice_in_interpreter(interp) -> None:
     """libdevice functions (`tl.extra.cuda.libdevice.tanh`, `tl.extra.libdevice.erf`) are GPU library
     calls the interpreter has no implementation of: give it one, computed with NumPy, and make the
@@ -217,12 +275,33 @@ def _libdevice_in_interpreter(interp) -> None:
         names, scope = fn.__code__.co_names, fn.__globals__
         return "libdevice" in names or any(scope.get(n) is cuda or scope.get(n) is generic for n in names)
 
+    def by_name(fn) -> dict:
+        """Functions the kernel's module imported by name (`from triton.language.extra.libdevice import rsqrt`,
+        as Liger-Kernel does; `from triton.language.math import rsqrt`): the interpreter patches modules'
+        attributes only, so these stayed unpatched (a libdevice stub returns None, a builtin wants `_semantic`)."""
+        found = {}
+        for name in fn.__code__.co_names:
+            value = fn.__globals__.get(name)
+            module = getattr(value, "__module__", None)
+            if module in (generic.__name__, cuda.__name__) and hasattr(cuda, getattr(value, "__name__", "")):
+                found[name] = ("libdevice", value.__name__)
+            elif module in (tl.math.__name__, tl.core.__name__) and tl.core.is_builtin(value):
+                found[name] = ("builtin", value)
+        return found
+
     def patched(fn):
         scope = patch_lang(fn)
-        if uses_libdevice(fn):  # patching it costs a few ms, and device calls patch again each time
+        imported = by_name(fn)
+        if uses_libdevice(fn) or imported:  # patching it costs a few ms, and device calls patch again each time
             interp._patch_builtin(cuda, interp.interpreter_builder, scope)
             for name in shared_names:
                 scope.set_attr(generic, name, getattr(cuda, name))
+        names = _ModuleNames(fn.__globals__)  # bound for this run, put back by the scope's restore
+        for name, (kind, what) in imported.items():
+            if kind == "libdevice":
+                scope.set_attr(names, name, getattr(cuda, what))
+            else:
+                interp._patch_attr(names, name, what, interp.interpreter_builder, scope)
         return scope
 
     interp._patch_lang = patched
@@ -404,6 +483,7 @@ def install_interpreter_shims() -> None:
         return
     interp = interpreter_module()
     _stand_in_driver()
+    _torch_cuda_stand_in()
     _float_scalars_as_fp32(interp)
     _libdevice_in_interpreter(interp)
     _bf16_dots(interp)

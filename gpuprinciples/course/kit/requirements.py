@@ -173,6 +173,10 @@ def memory_bytes(counts: dict) -> int:
             - (counts.get("cached_reread_bytes") or 0))
 
 
+COPY_ADVICE = ("a copy of an input (x.contiguous() of a strided view, a .to() or .clone()) moves it through memory "
+               "twice: read it where it is, with its strides, in the kernel")
+
+
 @dataclass(frozen=True)
 class BytesWithin(Requirement):
     """Bytes moved (Triton loads + stores, plus any PyTorch copies) ≤ factor × the minimum.
@@ -203,7 +207,8 @@ class BytesWithin(Requirement):
                     f"loads {_fmt_bytes(counts['load_bytes'])}, stores {_fmt_bytes(counts['store_bytes'])}"
                     + (f", PyTorch copies {_fmt_bytes(counts['torch_bytes'])}" if counts["torch_bytes"] else "")
                     + (f", less {_fmt_bytes(counts['cached_reread_bytes'])} of cached re-reads"
-                       if counts.get("cached_reread_bytes") else ""))
+                       if counts.get("cached_reread_bytes") else "")
+                    + (f"; {COPY_ADVICE}" if counts["torch_bytes"] > (self.factor - 1) * least else ""))
         return self._reads_the_input(counts, case)
 
     def evaluate_part(self, counts, case):
@@ -215,8 +220,7 @@ class BytesWithin(Requirement):
         if copied > (self.factor - 1) * least:
             return (f"PyTorch copies {_fmt_bytes(copied)} in case {case.label}, on top of what the kernel moves "
                     f"(at least the minimum, {_fmt_bytes(least)}): more than the {self.factor:g}× budget "
-                    "allows; a copy of an input (x.contiguous() of a strided view, a .to() or .clone()) moves "
-                    "it through memory twice: read it where it is, with its strides, in the kernel")
+                    f"allows; {COPY_ADVICE}")
         return None
 
     def _reads_the_input(self, counts, case):

@@ -1,0 +1,78 @@
+"""Stores outside every tensor a launch was given, refused before they land (under the interpreter).
+
+On a GPU such a store is an illegal memory access, or it silently overwrites a neighbouring allocation. Under the
+interpreter it wrote into the grader's own process: a crash many operations later ("malloc(): unaligned tcache
+chunk", SIGSEGV) or, worse, a verdict computed from damaged memory. While a launch runs (counters.py's hooks),
+the lanes a store's mask leaves on must each fall in the memory of one of the launch's tensor arguments: its
+whole storage, so a view may write around itself as on a GPU. A launch that turns integers into pointers (a
+table of addresses) is not checked: its targets need not be among its arguments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class OutOfBoundsStore(RuntimeError):
+    """A kernel stored outside every tensor it was given; the message is the sentence for the learner."""
+
+
+def _tensors(arg):
+    """The tensors an argument hands a kernel: itself, a tuple's members, a host tensor descriptor's base."""
+    if isinstance(arg, (tuple, list)):
+        for item in arg:
+            yield from _tensors(item)
+    elif hasattr(arg, "data_ptr"):
+        yield arg
+    elif hasattr(getattr(arg, "base", None), "data_ptr"):  # triton.tools.tensor_descriptor.TensorDescriptor
+        yield arg.base
+
+
+def extents(named: dict) -> list[tuple[int, int, str]] | None:
+    """[(first byte, end byte, argument name)] of each tensor argument's storage; None when one cannot be read
+    (then nothing is checked: never a refusal a GPU would not make)."""
+    found = []
+    for name, arg in named.items():
+        for t in _tensors(arg):
+            try:
+                storage = (t if isinstance(t, torch.Tensor) else t.base).untyped_storage()
+                first = storage.data_ptr()
+                found.append((first, first + storage.nbytes(), name))
+            except Exception:  # noqa: BLE001 - an argument we cannot place: check nothing
+                return None
+    return found
+
+
+def check(kernel: str, program: tuple, addresses: np.ndarray, itemsize: int,
+          known: list[tuple[int, int, str]]) -> None:
+    """Raise OutOfBoundsStore when a store's `addresses` (the lanes its mask left on) leave every extent."""
+    if addresses.size == 0:
+        return
+    inside = np.zeros(addresses.shape, dtype=bool)
+    for first, end, _ in known:
+        inside |= (addresses >= first) & (addresses + itemsize <= end)
+    if inside.all():
+        return
+    outside = addresses[~inside]
+    at = int(outside[0])
+    where = ""
+    if known:  # the nearest argument, and the first stray element counted in its elements
+        first, end, name = min(known, key=lambda k: min(abs(at - k[0]), abs(at - k[1])))
+        where = (f"; the first at element {(at - first) // itemsize:,} of the memory under `{name}`, which holds "
+                 f"{(end - first) // itemsize:,}")
+    raise OutOfBoundsStore(
+        f"kernel `{kernel}` (program {program}) stored {outside.size:,} element(s) outside every tensor passed to "
+        f"it{where}. On a GPU that is an illegal memory access, or it silently overwrites other memory; the grader "
+        "refused the store. Check the store's offsets and mask: a row stride taken from another tensor, a tail "
+        "left unmasked")
+
+
+def raised(exc: BaseException) -> OutOfBoundsStore | None:
+    """The refusal behind an exception the interpreter wrapped (InterpreterError(repr(e)) from e)."""
+    seen = exc
+    for _ in range(5):
+        if seen is None or isinstance(seen, OutOfBoundsStore):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
