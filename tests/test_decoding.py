@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gpuprinciples.course.exercises import decoding
+from gpuprinciples.course.kernels import decode_attention as decode_attention_module
 from gpuprinciples.course.kernels import decode_step
 from gpuprinciples.course.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
 from gpuprinciples.course.kernels.decode_step import fused_linear, rope_and_cache
@@ -210,13 +211,18 @@ class _Recorded:
         return launch
 
 
+PDL_KERNELS = ((decode_step, "fused_linear_kernel"), (decode_step, "rope_cache_kernel"),
+               (decode_attention_module, "split_kv_kernel"), (decode_attention_module, "merge_splits_kernel"))
+
+
 def _pdl_step(on: bool, monkeypatch):
-    """One fused decode step of the tiny model (and fused_linear over two weight tiles, each prologue) with the
-    PDL switch `on`: (the outputs, the launches of both kernels as (kernel, args, kwargs))."""
-    recorded = {name: _Recorded(getattr(decode_step, name)) for name in ("fused_linear_kernel", "rope_cache_kernel")}
+    """One fused decode step of the tiny model (and fused_linear over two weight tiles, each prologue; attention
+    in three splits, merged) with the PDL switch `on`: (the outputs, the launches of the step's four kernels as
+    (kernel, args, kwargs))."""
+    recorded = [(module, name, _Recorded(getattr(module, name))) for module, name in PDL_KERNELS]
     with monkeypatch.context() as patch:
-        for name, stand_in in recorded.items():
-            patch.setattr(decode_step, name, stand_in)
+        for module, name, stand_in in recorded:
+            patch.setattr(module, name, stand_in)
         gen = torch.Generator().manual_seed(5)
         prompt = torch.randint(0, TINY.vocab, (2, 9), generator=gen).to(DEVICE)
         nxt = torch.randint(0, TINY.vocab, (2,), generator=gen).to(DEVICE)
@@ -231,7 +237,9 @@ def _pdl_step(on: bool, monkeypatch):
                        fused_linear(x, w, residual=x[:, :77], config=config),
                        model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE)),
                        model.k_cache, model.v_cache]
-    return outputs, [(r.kernel, *launch) for r in recorded.values() for launch in r.launches]
+            q, k, v, lens = random_cache(gen, 2, 8, 2, 300, 32)
+            outputs.append(decode_attention(q, k, v, lens, splits=3, pdl=decode_step.PDL))
+    return outputs, [(r.kernel, *launch) for _, _, r in recorded for launch in r.launches]
 
 
 def test_the_pdl_switch_changes_no_value_of_the_fused_step(monkeypatch):
@@ -246,7 +254,7 @@ def test_the_pdl_switch_changes_no_value_of_the_fused_step(monkeypatch):
     if DEVICE == "cuda" and torch.cuda.get_device_capability()[0] < 9:
         assert all("PDL" not in kwargs for _, _, kwargs in on_launches)  # no PDL before Hopper: the switch waits
     else:
-        assert len(on_launches) == len(off_launches) == 3 + 5 * TINY.n_layers + 1
+        assert len(on_launches) == len(off_launches) >= 3 + 6 * TINY.n_layers + 1 + 2
         assert all(kwargs["PDL"] and kwargs["launch_pdl"] for _, _, kwargs in on_launches)
     for a, b in zip(off, on):
         assert torch.equal(a, b) if runtime.INTERPRETER else (a.float() - b.float()).abs().max() < TOL
@@ -267,7 +275,7 @@ def test_each_pdl_kernel_compiles_for_hopper_with_its_grid_dependency_instructio
             assert info.target.endswith("sm_90") or DEVICE == "cuda", info.target
             assert ("griddepcontrol.wait" in info.ptx) == on and ("griddepcontrol.launch_dependents" in info.ptx) == on
             seen.add(info.kernel)
-        assert seen == {"fused_linear_kernel", "rope_cache_kernel"}
+        assert seen == {name for _, name in PDL_KERNELS}
 
 
 # --- the model ----------------------------------------------------------------------------------

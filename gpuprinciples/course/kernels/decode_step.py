@@ -23,11 +23,12 @@ position's angles, write k and v into the static cache at position seq_lens[b], 
 
 Five launches per layer in all, besides attention's two: 7 instead of ~46.
 
-PDL (Programmatic Dependent Launch, sm_90+), off by default: `with pdl(True):` launches both kernels with
-`launch_pdl=True`, so each starts while the kernel before it drains: fused_linear loads its first weight tile
-(weights: no kernel of the step writes them) before `gdc_wait()`, and reads x, the residual and the position
-only after it. Every program waits, so a kernel's end still implies its predecessors' ends. Under the
-interpreter the PDL form of each kernel runs with the waits doing nothing: the same values.
+PDL (Programmatic Dependent Launch, sm_90+), off by default: `with pdl(True):` launches both kernels (and the
+fused step's attention) with `launch_pdl=True`, so each starts while the kernel before it drains: fused_linear
+loads its first weight tile (weights: no kernel of the step writes them) before `gdc_wait()`, and reads x, the
+residual and the position only after it. Every program waits, so a kernel's end still implies its
+predecessors' ends. Under the interpreter the PDL form of each kernel runs with the waits doing nothing: the
+same values.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ import torch
 import triton
 import triton.language as tl
 
-from ...toolchain import compat
 from .decode_attention import _sm_count
+from .decode_attention import pdl_options as _pdl_options
 
 NO_PROLOGUE, RMSNORM, SWIGLU = 0, 1, 2
 
@@ -168,8 +169,8 @@ PDL = False  # the switch (issue 31): off, the timed reference; `with pdl(True):
 
 @contextlib.contextmanager
 def pdl(on: bool = True):
-    """Launch fused_linear and rope_and_cache with Programmatic Dependent Launch inside the block (a CUDA graph
-    captured inside keeps it)."""
+    """Launch fused_linear, rope_and_cache and (through the fused step) decode_attention with Programmatic
+    Dependent Launch inside the block (a CUDA graph captured inside keeps it)."""
     global PDL
     saved, PDL = PDL, on
     try:
@@ -179,10 +180,8 @@ def pdl(on: bool = True):
 
 
 def pdl_options(x: torch.Tensor) -> dict:
-    """The launch's PDL arguments: the kernel's PDL form and `launch_pdl`, when the switch is on and the GPU
-    has PDL (sm_90+), or under the interpreter (the form is checked there; the waits do nothing)."""
-    on = PDL and compat.has_pdl() and (not x.is_cuda or torch.cuda.get_device_capability(x.device)[0] >= 9)
-    return {"PDL": True, "launch_pdl": True} if on else {}
+    """The launch's PDL arguments, from the switch (decode_attention.pdl_options)."""
+    return _pdl_options(PDL, x)
 
 
 def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None, *,
