@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from gpuprinciples.course.exercises import decoding
+from gpuprinciples.course.kernels import decode_attention as decode_attention_module
 from gpuprinciples.course.kernels import decode_step
 from gpuprinciples.course.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
 from gpuprinciples.course.kernels.decode_step import fused_linear, rope_and_cache
@@ -195,6 +196,86 @@ def test_kernel_groups():
     assert kernel_group("split_kv_kernel") == "attention: split-KV + merge"
     assert kernel_group("void pytorch_flash::flash_fwd_splitkv_kernel<>") == "attention: SDPA"
     assert kernel_group("void at::native::vectorized_elementwise_kernel<4>") == OTHER_KERNELS
+
+
+class _Recorded:
+    """Stands in for a @triton.jit kernel: keeps each launch's (grid, args, kwargs), then launches it."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append((args, kwargs))
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+PDL_KERNELS = ((decode_step, "fused_linear_kernel"), (decode_step, "rope_cache_kernel"),
+               (decode_attention_module, "split_kv_kernel"), (decode_attention_module, "merge_splits_kernel"))
+
+
+def _pdl_step(on: bool, monkeypatch):
+    """One fused decode step of the tiny model (and fused_linear over two weight tiles, each prologue; attention
+    in three splits, merged) with the PDL switch `on`: (the outputs, the launches of the step's four kernels as
+    (kernel, args, kwargs))."""
+    recorded = [(module, name, _Recorded(getattr(module, name))) for module, name in PDL_KERNELS]
+    with monkeypatch.context() as patch:
+        for module, name, stand_in in recorded:
+            patch.setattr(module, name, stand_in)
+        gen = torch.Generator().manual_seed(5)
+        prompt = torch.randint(0, TINY.vocab, (2, 9), generator=gen).to(DEVICE)
+        nxt = torch.randint(0, TINY.vocab, (2,), generator=gen).to(DEVICE)
+        x, wide = (torch.randn(3, k, generator=gen).to(DEVICE, DTYPE) for k in (200, 400))
+        w = (torch.randn(77, 200, generator=gen) * 0.1).to(DEVICE, DTYPE)
+        g = (torch.rand(200, generator=gen) + 0.5).to(DEVICE, DTYPE)
+        model = Decoder(TINY, batch=2, max_seq=16, fused=True)
+        model.prefill(prompt)  # PyTorch's kernels: the switch is only the fused step's
+        with decode_step.pdl(on):
+            config = {"BLOCK_N": 16, "BLOCK_K": 128, "num_warps": 4, "STAGES": 2}  # K = 200: two weight tiles
+            outputs = [fused_linear(x[:1], w, norm=g, config=config), fused_linear(wide, w, swiglu=True, config=config),
+                       fused_linear(x, w, residual=x[:, :77], config=config),
+                       model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE)),
+                       model.k_cache, model.v_cache]
+            q, k, v, lens = random_cache(gen, 2, 8, 2, 300, 32)
+            outputs.append(decode_attention(q, k, v, lens, splits=3, pdl=decode_step.PDL))
+    return outputs, [(r.kernel, *launch) for _, _, r in recorded for launch in r.launches]
+
+
+def test_the_pdl_switch_changes_no_value_of_the_fused_step(monkeypatch):
+    """With PDL on, fused_linear loads its first weight tile before gdc_wait and starts its loop at the second;
+    rope_and_cache waits first. Off (the default) and on give the same values (bit for bit under the
+    interpreter, where the waits do nothing), and on really launches the PDL form of both kernels."""
+    assert not decode_step.PDL  # the timed reference: off unless asked
+    off, off_launches = _pdl_step(False, monkeypatch)
+    on, on_launches = _pdl_step(True, monkeypatch)
+    assert not decode_step.PDL  # the block put it back
+    assert all("PDL" not in kwargs and "launch_pdl" not in kwargs for _, _, kwargs in off_launches)  # as before
+    if DEVICE == "cuda" and torch.cuda.get_device_capability()[0] < 9:
+        assert all("PDL" not in kwargs for _, _, kwargs in on_launches)  # no PDL before Hopper: the switch waits
+    else:
+        assert len(on_launches) == len(off_launches) >= 3 + 6 * TINY.n_layers + 1 + 2
+        assert all(kwargs["PDL"] and kwargs["launch_pdl"] for _, _, kwargs in on_launches)
+    for a, b in zip(off, on):
+        assert torch.equal(a, b) if runtime.INTERPRETER else (a.float() - b.float()).abs().max() < TOL
+
+
+def test_each_pdl_kernel_compiles_for_hopper_with_its_grid_dependency_instructions(monkeypatch):
+    """Every launch of the step with PDL on compiles for sm_90 (an H100/H200's, with the Triton in use) and its
+    PTX holds griddepcontrol.wait and griddepcontrol.launch_dependents; off, neither."""
+    from gpuprinciples.toolchain import gpucompile
+    if DEVICE == "cuda" and torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("PDL needs sm_90: this GPU compiles the step without it")
+    for on in (False, True):
+        _, launches = _pdl_step(on, monkeypatch)
+        seen = set()
+        for kernel, args, kwargs in launches:
+            info = gpucompile.compile_launch(kernel, args, kwargs)
+            assert info.ok, info.error
+            assert info.target.endswith("sm_90") or DEVICE == "cuda", info.target
+            assert ("griddepcontrol.wait" in info.ptx) == on and ("griddepcontrol.launch_dependents" in info.ptx) == on
+            seen.add(info.kernel)
+        assert seen == {name for _, name in PDL_KERNELS}
 
 
 # --- the model ----------------------------------------------------------------------------------

@@ -30,7 +30,11 @@ remaining items are skipped and say so):
 6. paged attention (pages of 16) at the long-context case: splits and tiles, against gather + SDPA and the
    contiguous kernel;
 7. decode attention at the model's shapes (D 64): batch 1 at 4096, 16 and 64 at 1024;
-8. the batch sweep at 1024 positions: graphed steps with PyTorch's kernels at batch 1 to 256, fused ones at 1 to 8.
+8. the batch sweep at 1024 positions: graphed steps with PyTorch's kernels at batch 1 to 256, fused ones at 1 to 8;
+9. PDL (issue 31): the fused step of LLAMA_1B and LLAMA_8B at batch 1 and 4096 positions, graphed, with
+   Programmatic Dependent Launch off (the default) and on (`decode_step.pdl`), timed off, on, off, on; one step's
+   logits and a graph replay's token with it on against off; where the 1B step's time goes, each way. Alone:
+   `--only 9` (about 2 minutes: it builds both models).
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -625,6 +629,97 @@ def batch_sweep():
 
 
 # -------------------------------------------------------------------------------------------------
+# 9. Programmatic Dependent Launch
+# -------------------------------------------------------------------------------------------------
+
+
+def pdl_values(m: Decoder, context: int) -> dict:
+    """One fused step from the same cache with PDL off and on: the largest logit difference (eager), and
+    whether a graph captured with PDL on replays to the token the step without it chooses."""
+    lens = torch.full((1,), context, dtype=torch.int32, device=DEV)
+    token = torch.zeros(1, dtype=torch.long, device=DEV)
+    off = m.decode(token, lens).float()
+    with ds.pdl(True):
+        on = m.decode(token, lens).float()
+        if DEV == "cuda":
+            replay = m.graphed_step(token, lens)
+            replay()
+            torch.cuda.synchronize()
+    graph_token = int(token[0]) if DEV == "cuda" else int(on.argmax(-1)[0])
+    out = {"max_logit_difference": float((on - off).abs().max()),
+           "graph_token_same": graph_token == int(off.argmax(-1)[0])}
+    print(f"   values, PDL on against off: max |logit difference| {out['max_logit_difference']:.2e}; the "
+          f"{'graphed step' if DEV == 'cuda' else 'step (eager: no graph on a CPU)'} with PDL chooses the same token: "
+          f"{out['graph_token_same']}")
+    if DEV == "cuda":
+        out["dot_lines_programmatic"] = pdl_graph_dump(m, lens)
+    return out
+
+
+def pdl_graph_dump(m: Decoder, lens: torch.Tensor) -> int | None:
+    """The step captured with PDL on, written as a DOT file (cudaGraphDebugDotPrint, through torch) to $OUT:
+    whether stream capture kept the programmatic edges is in it. Prints how many of its lines say
+    'programmatic' (what CUDA's DOT calls such an edge is not documented: read the file)."""
+    import tempfile
+    token, step_lens = torch.zeros(1, dtype=torch.long, device=DEV), lens.clone()  # the capture's own buffers
+    path = os.path.join(os.environ.get("OUT") or tempfile.gettempdir(), f"decode_step_pdl_{m.config.n_layers}.dot")
+    try:
+        graph = torch.cuda.CUDAGraph()
+        graph.enable_debug_mode()
+        with ds.pdl(True), torch.cuda.graph(graph):
+            m.step(token, step_lens)
+        graph.debug_dump(path)
+        with open(path) as f:
+            lines = f.read().lower().splitlines()
+    except Exception as exc:  # noqa: BLE001 - information only
+        print(f"   the graph's DOT file: unavailable ({type(exc).__name__}: {str(exc)[:160]})")
+        return None
+    count = sum("programmatic" in line for line in lines)
+    print(f"   the graph captured with PDL on: {path}, {len(lines)} lines, {count} saying 'programmatic'")
+    return count
+
+
+@item
+def pdl():
+    """9. PDL: the fused step of LLAMA_1B and LLAMA_8B graphed, Programmatic Dependent Launch off and on"""
+    context = sizes(4096, 32)
+    copy = copy_ceiling()
+    rows = {}
+    for label, config in sizes((("LLAMA_1B", LLAMA_1B), ("LLAMA_8B", LLAMA_8B)), (("TINY", TINY),)):
+        m = Decoder(config, batch=1, max_seq=context + sizes(1024, 300), fused=True)
+        m.k_cache.normal_()
+        m.v_cache.normal_()
+        rows[label] = {"values": pdl_values(m, context)}
+        need = decode_step_bytes(config, 1, context)
+        print(f"   {label + ', decode step, batch 1, ' + str(context) + ' positions':56}{'ms':>8}{'tokens/s':>10}"
+              f"{'GB read':>9}{'TB/s':>7}{'of copy':>8}")
+        times = {False: [], True: []}
+        for on in (False, True, False, True):  # interleaved: a drift of the GPU's clock shows as a spread
+            with ds.pdl(on):
+                seconds = graph_time(m, 1, context)
+            times[on].append(seconds)
+            name = f"CUDA graph, fused kernels, PDL {'on' if on else 'off'} (run {len(times[on])})"
+            print(f"   {name:56}{seconds * 1e3:8.3f}{1 / seconds:10,.0f}{need / 1e9:9.3f}{need / seconds / 1e12:7.2f}"
+                  f"{need / seconds / copy:8.0%}", flush=True)
+            rows[label][name] = {"ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "bytes": need,
+                                 "of_copy": need / seconds / copy}
+        best = {on: min(t) for on, t in times.items()}
+        rows[label]["on_over_off"] = best[True] / best[False]
+        print(f"   {label}: PDL on / off, fastest run each: {best[True] / best[False]:.3f} "
+              f"({best[False] * 1e3:.3f} -> {best[True] * 1e3:.3f} ms; {need / best[False] / copy:.0%} -> "
+              f"{need / best[True] / copy:.0%} of copy)")
+        if DEV == "cuda" and label == "LLAMA_1B":
+            for on in (False, True):
+                with ds.pdl(on):
+                    rows[label][f"profile, PDL {'on' if on else 'off'}"] = profile_step(
+                        f"graphed step, fused kernels, PDL {'on' if on else 'off'}", m, context, best[on])
+        del m
+        if DEV == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+# -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
 
@@ -678,7 +773,7 @@ def main(argv=None) -> int:
     import triton
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
-    for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep):
+    for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

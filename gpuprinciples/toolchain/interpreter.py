@@ -497,6 +497,7 @@ def install() -> None:
     """Every shim, once, at `import gpuprinciples` (after the mode is decided, before any kernel is defined)."""
     compat.set_tensor_descriptor_allocator()
     compat.patch_interpreter_index()
+    compat.patch_interpreter_gdc()  # before the shims: the last of them records what each kernel's run patches
     install_interpreter_shims()
     compat.patch_interpreter_mask_dtype()
     if compat.triton_version() < (3, 6):  # pragma: no cover

@@ -29,6 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ...toolchain import compat
+
 LOG2E = 1.4426950408889634
 
 
@@ -36,7 +38,9 @@ LOG2E = 1.4426950408889634
 def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
                     sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh, spb, sph, sps, slb, slh,
                     G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
-                    SINGLE: tl.constexpr, PRECISION: tl.constexpr):
+                    SINGLE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr = False):
+    if PDL:  # launched early (decode_step.pdl): q and this step's key come from the kernel before
+        tl.extra.cuda.gdc_wait()
     b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
                                                                               G, BLOCK_G, D)
     k_desc = tl.make_tensor_descriptor(K + b * skb + hkv * skh, shape=[seq_len, D], strides=[sks, 1],
@@ -50,6 +54,8 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
         k = k_desc.load([n, 0])  # rows past seq_len: zeros, never read from memory
         v = v_desc.load([n, 0])
         m_i, l_i, acc = attend(q, k, v, n + tl.arange(0, BLOCK_N) < end, m_i, l_i, acc, qk_scale, PRECISION)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
     finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, sob, soh, spb, sph, sps, slb, slh, SINGLE)
 
 
@@ -102,8 +108,10 @@ def finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, so
 
 @triton.jit
 def merge_splits_kernel(OPart, LsePart, SeqLens, Out, Hq, chunk, spb, sph, sps, slb, slh, sob, soh,
-                        D: tl.constexpr, BLOCK_S: tl.constexpr):
+                        D: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr = False):
     """out[b, h] = Σ_s 2^(lse_s - max) · o_s / Σ_s 2^(lse_s - max), over the splits that held keys."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     pid = tl.program_id(0)
     b = (pid // Hq).to(tl.int64)
     h = (pid % Hq).to(tl.int64)
@@ -113,6 +121,8 @@ def merge_splits_kernel(OPart, LsePart, SeqLens, Out, Hq, chunk, spb, sph, sps, 
     live = offs_s < n_live
     lse = tl.load(LsePart + b * slb + h * slh + offs_s, mask=live, other=-float("inf"))
     o = tl.load(OPart + b * spb + h * sph + offs_s[:, None] * sps + offs_d[None, :], mask=live[:, None], other=0.0)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
     w = tl.math.exp2(lse - tl.max(lse, 0))  # dead splits: 2^-inf = 0
     out = tl.sum(o * w[:, None], 0) / tl.sum(w, 0)
     tl.store(Out + b * sob + h * soh + offs_d, out.to(Out.dtype.element_ty))
@@ -187,10 +197,18 @@ def check_shapes(q, n_kv_heads: int, head_dim: int, seq_lens) -> int:
     return Hq // n_kv_heads
 
 
+def pdl_options(on: bool, x: torch.Tensor) -> dict:
+    """A launch's Programmatic Dependent Launch arguments (decode_step.pdl): the kernel's PDL form and
+    `launch_pdl`, when `on` and the GPU has PDL (sm_90+), or under the interpreter (where the waits do nothing)."""
+    on = on and compat.has_pdl() and (not x.is_cuda or torch.cuda.get_device_capability(x.device)[0] >= 9)
+    return {"PDL": True, "launch_pdl": True} if on else {}
+
+
 def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides: tuple, cfg: dict,
-           after: tuple = ()) -> torch.Tensor:
+           after: tuple = (), pdl: bool = False) -> torch.Tensor:
     """Run a split kernel (contiguous or paged: `tensors` and their `strides` differ, `after` are its
-    further arguments) and, with more than one split, the merge."""
+    further arguments) and, with more than one split, the merge; both with PDL when `pdl` (pdl_options)."""
+    options = pdl_options(pdl, q)
     B, Hq, D = q.shape
     out = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
     splits = cfg["splits"]
@@ -201,26 +219,27 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
         q.stride(0), q.stride(1), *strides, out.stride(0), out.stride(1), *o_part.stride()[:3], *lse_part.stride()[:2],
         *after, G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), D=D, BLOCK_N=cfg["block_n"], SINGLE=splits == 1,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"])
+        num_stages=cfg["num_stages"], **options)
     if splits > 1:
         merge_splits_kernel[(B * Hq,)](o_part, lse_part, seq_lens, out, Hq, cfg["chunk"], *o_part.stride()[:3],
                                        *lse_part.stride()[:2], out.stride(0), out.stride(1), D=D,
-                                       BLOCK_S=triton.next_power_of_2(splits))
+                                       BLOCK_S=triton.next_power_of_2(splits), **options)
     return out
 
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, seq_lens: torch.Tensor, *,
                      splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
-                     num_stages: int | None = None) -> torch.Tensor:
+                     num_stages: int | None = None, pdl: bool = False) -> torch.Tensor:
     """softmax(q · k[:len]ᵀ / √D) · v[:len] per sequence and query head, for one new token.
 
-    The keyword arguments fix the launch parameters instead of the defaults (`plan`)."""
+    The keyword arguments fix the launch parameters instead of the defaults (`plan`); `pdl` launches both kernels
+    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl)."""
     _, Hkv, s_max, D = k_cache.shape
     assert v_cache.shape == k_cache.shape and k_cache.stride(-1) == v_cache.stride(-1) == 1
     G = check_shapes(q, Hkv, D, seq_lens)
     cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages)
     return launch(split_kv_kernel, q, seq_lens, Hkv, G, (k_cache, v_cache),
-                  (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg)
+                  (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl)
 
 
 # -------------------------------------------------------------------------------------------------

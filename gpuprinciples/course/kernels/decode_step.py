@@ -22,15 +22,25 @@ enough tiles). With M = 1 it accumulates the products elementwise and sums them 
 position's angles, write k and v into the static cache at position seq_lens[b], and return q.
 
 Five launches per layer in all, besides attention's two: 7 instead of ~46.
+
+PDL (Programmatic Dependent Launch, sm_90+), off by default: `with pdl(True):` launches both kernels (and the
+fused step's attention) with `launch_pdl=True`, so each starts while the kernel before it drains: fused_linear
+loads its first weight tile (weights: no kernel of the step writes them) before `gdc_wait()`, and reads x, the
+residual and the position only after it. Every program waits, so a kernel's end still implies its
+predecessors' ends. Under the interpreter the PDL form of each kernel runs with the waits doing nothing: the
+same values.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 import triton
 import triton.language as tl
 
 from .decode_attention import _sm_count
+from .decode_attention import pdl_options as _pdl_options
 
 NO_PROLOGUE, RMSNORM, SWIGLU = 0, 1, 2
 
@@ -38,7 +48,8 @@ NO_PROLOGUE, RMSNORM, SWIGLU = 0, 1, 2
 @triton.jit
 def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, sym,
                         PROLOGUE: tl.constexpr, SCALED: tl.constexpr, RESIDUAL: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr):
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
+                        PDL: tl.constexpr = False):
     pid_m = tl.program_id(0)  # fastest: the programs that share a weight tile run side by side (L2)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -48,6 +59,11 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
     live_n = offs_n < N
     x_rows = X + offs_m[:, None].to(tl.int64) * sxm
     w_rows = W + offs_n[:, None].to(tl.int64) * swn
+    if PDL:  # started early: the first weight tile (no kernel of the step writes weights) while the last drains
+        first_k = offs_k < K
+        w_first = tl.load(w_rows + offs_k[None, :], mask=live_n[:, None] & first_k[None, :], other=0.0)
+        tl.extra.cuda.gdc_wait()  # every program waits, so this kernel's end implies its predecessors' ends
+    rstd = tl.zeros([BLOCK_M], tl.float32)
     if PROLOGUE == 1:  # RMSNorm: the row's sum of squares first (x is a few KB, and stays in cache)
         squares = tl.zeros([BLOCK_M, BLOCK_K], tl.float32)
         for k0 in range(0, K, BLOCK_K):
@@ -56,29 +72,21 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
             squares += xk * xk
         rstd = tl.math.rsqrt(tl.sum(squares, 1) / K + eps)
     if BLOCK_M == 1:
-        partial = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
+        acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)  # products summed once, after the loop
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    for k0 in tl.range(0, K, BLOCK_K, num_stages=STAGES):
+    if PDL:
+        acc = _multiply_add(acc, w_first.to(tl.float32), x_rows, offs_k, first_k, live_m, K, rstd, Norm, PROLOGUE,
+                            BLOCK_M)
+    for k0 in tl.range(PDL * BLOCK_K, K, BLOCK_K, num_stages=STAGES):  # with PDL, from the second tile
         ks = k0 + offs_k
         live_k = ks < K
         w = tl.load(w_rows + ks[None, :], mask=live_n[:, None] & live_k[None, :], other=0.0).to(tl.float32)
-        x_mask = live_m[:, None] & live_k[None, :]
-        if PROLOGUE == 2:  # SwiGLU: x holds gate | up, each K wide
-            gate = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
-            up = tl.load(x_rows + K + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
-            x = gate * tl.sigmoid(gate) * up
-        else:
-            x = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
-            if PROLOGUE == 1:
-                g = tl.load(Norm + ks, mask=live_k, other=0.0).to(tl.float32)
-                x = x * rstd[:, None] * g[None, :]
-        if BLOCK_M == 1:
-            partial += w * x  # [BLOCK_N, BLOCK_K] · [1, BLOCK_K]: summed once, after the loop
-        else:
-            acc += tl.sum(x[:, None, :] * w[None, :, :], 2)
+        acc = _multiply_add(acc, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE, BLOCK_M)
+    if PDL:  # every weight is read: the next kernel may start its own early part
+        tl.extra.cuda.gdc_launch_dependents()
     if BLOCK_M == 1:
-        acc = tl.sum(partial, 1)[None, :]
+        acc = tl.sum(acc, 1)[None, :]
     if SCALED:
         acc = acc * tl.load(Scale + offs_n, mask=live_n, other=0.0)[None, :]
     out_mask = live_m[:, None] & live_n[None, :]
@@ -86,6 +94,27 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
         acc += tl.load(Res + offs_m[:, None].to(tl.int64) * srm + offs_n[None, :], mask=out_mask,
                        other=0.0).to(tl.float32)
     tl.store(Y + offs_m[:, None].to(tl.int64) * sym + offs_n[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
+
+
+@triton.jit
+def _multiply_add(acc, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE: tl.constexpr, BLOCK_M: tl.constexpr):
+    """acc plus the products of weight tile w [BLOCK_N, BLOCK_K] (fp32) with prologue(x) at columns ks (live_k:
+    those < K)."""
+    x_mask = live_m[:, None] & live_k[None, :]
+    if PROLOGUE == 2:  # SwiGLU: x holds gate | up, each K wide
+        gate = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        up = tl.load(x_rows + K + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        x = gate * tl.sigmoid(gate) * up
+    else:
+        x = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        if PROLOGUE == 1:
+            g = tl.load(Norm + ks, mask=live_k, other=0.0).to(tl.float32)
+            x = x * rstd[:, None] * g[None, :]
+    if BLOCK_M == 1:
+        acc += w * x  # [BLOCK_N, BLOCK_K] · [1, BLOCK_K]
+    else:
+        acc += tl.sum(x[:, None, :] * w[None, :, :], 2)
+    return acc
 
 
 # -------------------------------------------------------------------------------------------------
@@ -135,6 +164,25 @@ def config_for(x: torch.Tensor, w: torch.Tensor) -> dict:
 # Launch
 # -------------------------------------------------------------------------------------------------
 
+PDL = False  # the switch (issue 31): off, the timed reference; `with pdl(True):` for a step with PDL
+
+
+@contextlib.contextmanager
+def pdl(on: bool = True):
+    """Launch fused_linear, rope_and_cache and (through the fused step) decode_attention with Programmatic
+    Dependent Launch inside the block (a CUDA graph captured inside keeps it)."""
+    global PDL
+    saved, PDL = PDL, on
+    try:
+        yield
+    finally:
+        PDL = saved
+
+
+def pdl_options(x: torch.Tensor) -> dict:
+    """The launch's PDL arguments, from the switch (decode_attention.pdl_options)."""
+    return _pdl_options(PDL, x)
+
 
 def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None, *,
                  norm: torch.Tensor | None = None, eps: float = 1e-5, swiglu: bool = False,
@@ -164,7 +212,8 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
         x, w, scale if scale is not None else y, norm if norm is not None else y,
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
         residual.stride(0) if residual is not None else 0, y.stride(0), PROLOGUE=prologue,
-        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg)
+        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg,
+        **pdl_options(x))
     return y
 
 
@@ -175,16 +224,20 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
 
 @triton.jit
 def rope_cache_kernel(QKV, Cos, Sin, Pos, Q, KC, VC, Hq, Hkv, sxb, scs, sqb, sqh, skb, skh, sks, svb, svh, svs,
-                      HALF: tl.constexpr):
+                      HALF: tl.constexpr, PDL: tl.constexpr = False):
     """Program (b, head) of the fused q | k | v row: q and k heads rotated by position pos = Pos[b]'s
     angles (pairs i, i + HALF), q's written to Q, k's and v's to the caches at pos."""
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
+    if PDL:  # all it reads comes from the step (qkv, the position): nothing to start on before the wait
+        tl.extra.cuda.gdc_wait()
     pos = tl.load(Pos + b).to(tl.int64)
     offs = tl.arange(0, HALF)
     src = QKV + b * sxb + h * (2 * HALF)
     x1 = tl.load(src + offs).to(tl.float32)
     x2 = tl.load(src + HALF + offs).to(tl.float32)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
     if h < Hq + Hkv:  # q or k: rotate
         c = tl.load(Cos + pos * scs + offs)
         s = tl.load(Sin + pos * scs + offs)
@@ -210,7 +263,7 @@ def rope_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, posi
     q = torch.empty((B, n_heads, D), dtype=qkv.dtype, device=qkv.device)
     rope_cache_kernel[(B, n_heads + 2 * Hkv)](
         qkv, cos, sin, positions, q, k_cache, v_cache, n_heads, Hkv, qkv.stride(0), cos.stride(0), q.stride(0),
-        q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], HALF=D // 2, num_warps=1)
+        q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], HALF=D // 2, num_warps=1, **pdl_options(qkv))
     return q
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..kernels import decode_step
 from ..kernels.decode_attention import decode_attention
 from ..kernels.decode_step import fused_linear, rope_and_cache
 from ..kernels.weight_only_matmul import quantize as quantize_weight
@@ -251,7 +252,7 @@ class Decoder:
             k_cache, v_cache = self.k_cache[i, :B], self.v_cache[i, :B]
             qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
             q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
-            attn = decode_attention(q, k_cache, v_cache, lengths)
+            attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
             x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
             gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
             x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x)
