@@ -18,11 +18,12 @@ class OutOfBoundsStore(RuntimeError):
     """A kernel stored outside every tensor it was given; the message is the sentence for the learner."""
 
 
-def _tensors(arg):
-    """The tensors an argument hands a kernel: itself, a tuple's members, a host tensor descriptor's base."""
+def launch_tensors(arg):
+    """The tensors a launch argument hands a kernel: itself, a tuple's members, a host tensor descriptor's base
+    (also placement.py's, which refuses the host tensors among them)."""
     if isinstance(arg, (tuple, list)):
         for item in arg:
-            yield from _tensors(item)
+            yield from launch_tensors(item)
     elif hasattr(arg, "data_ptr"):
         yield arg
     elif hasattr(getattr(arg, "base", None), "data_ptr"):  # triton.tools.tensor_descriptor.TensorDescriptor
@@ -34,7 +35,7 @@ def extents(named: dict) -> list[tuple[int, int, str]] | None:
     (then nothing is checked: never a refusal a GPU would not make)."""
     found = []
     for name, arg in named.items():
-        for t in _tensors(arg):
+        for t in launch_tensors(arg):
             try:
                 storage = (t if isinstance(t, torch.Tensor) else t.base).untyped_storage()
                 first = storage.data_ptr()

@@ -27,6 +27,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from . import bounds
+
 # Factories: no tensor argument tells where the result goes, so without `device=` it is the CPU's memory
 FACTORIES = frozenset({
     torch.empty, torch.zeros, torch.ones, torch.full, torch.rand, torch.randn, torch.randint, torch.randperm,
@@ -67,7 +69,7 @@ class HostTensors(TorchFunctionMode):
         key = _key(t)
         return key is not None and key in self.kept
 
-    def _place(self, func, args, kwargs) -> str | None:
+    def _place(self, func, args, kwargs, inputs: list[torch.Tensor]) -> str | None:
         if func is torch.Tensor.cpu:
             return HOST
         if func is torch.Tensor.cuda:
@@ -82,7 +84,6 @@ class HostTensors(TorchFunctionMode):
             return _named_place(kwargs.get("device"))
         elif func in FACTORIES:
             return HOST
-        inputs = _tensors((args, kwargs))
         if inputs and all(self.is_host(t) for t in inputs):
             return HOST
         return None
@@ -95,10 +96,10 @@ class HostTensors(TorchFunctionMode):
         outputs = _tensors(out)
         if not outputs:
             return out
-        place = self._place(func, args, kwargs)
+        inputs = _tensors((args, kwargs))
+        place = self._place(func, args, kwargs, inputs)
         if place is None:
             return out
-        inputs = _tensors((args, kwargs))
         if place == DEVICE and any(self.is_host(t) for t in outputs):
             return _copied(out)  # a move to the GPU makes a new tensor there; the host one stays behind
         if place == HOST:
@@ -149,8 +150,7 @@ def _refuse_host_pointers(args, kwargs) -> None:
     if mode is None:
         return
     for index, arg in enumerate((*args, *kwargs.values())):
-        base = arg if isinstance(arg, torch.Tensor) else getattr(arg, "base", None)
-        if isinstance(base, torch.Tensor) and mode.is_host(base):
+        if any(isinstance(t, torch.Tensor) and mode.is_host(t) for t in bounds.launch_tensors(arg)):
             raise ValueError(f"Pointer argument (at {index}) cannot be accessed from Triton (cpu tensor?) [on this "
                              "CPU, the grader follows where a GPU would keep each tensor: this one was made without "
                              "`device=`, or from such a tensor]")
