@@ -58,6 +58,15 @@ def test_a_timing_verdict_states_its_fraction_of_the_roof_in_numbers_and_words()
     assert verdict.roof.startswith("62% of this GPU's roof") and "4.00 TB/s copy" in verdict.roof
 
 
+def test_a_call_far_below_the_roof_still_states_a_fraction():
+    """bounds.fewer_dispatches on the H200: launch overhead, not bytes, sets its time, and its fraction sits
+    below 0.1%: rounded to three decimals it read 0.0, as if the report stated none."""
+    spec = Timing(inputs=None, baselines={"eager": None}, min_bytes=lambda args: 8_000_000)
+    verdict = _verdict_at(spec, (torch.ones(4),), 0.00042)
+    assert verdict.measurements["roof"]["fraction"] == pytest.approx(0.00042, rel=1e-2)
+    assert verdict.roof.startswith("0.042% of this GPU's roof")
+
+
 def _timing_args(spec, monkeypatch):
     """A timed input's arguments without its memory (fake tensors: shapes and dtypes only). Decode attention's
     least bytes count seq_lens' values, which fake tensors do not hold: its long context is made small instead."""

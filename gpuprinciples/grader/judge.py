@@ -314,7 +314,9 @@ def judge_timing(spec, requirements, args: tuple, references: list[dict], result
     if flops:
         m["TFLOPps"] = round(flops / yours / 1e12, 2)
     fraction, bound, roof_s = roofline.fraction_of_roof(yours, flops, least_bytes, peak_flops, copy_bandwidth)
-    m["roof"] = {"fraction": round(fraction, 3), "bound": bound, "roof_ms": round(roof_s * 1e3, 4)}
+    # significant digits, not decimals: an overhead-bound call can sit far below 0.1% of the roof, and 0.0 would
+    # read as "no fraction stated"
+    m["roof"] = {"fraction": float(f"{fraction:.3g}"), "bound": bound, "roof_ms": float(f"{roof_s * 1e3:.4g}")}
     verdict.roof = roofline.describe_roof(fraction, bound, roof_s, flops, least_bytes, peak_flops, copy_bandwidth)
     speedups = {}
     for base in spec.baselines:

@@ -145,7 +145,8 @@ def describe_roof(fraction: float, bound: str, roof_s: float, flops: float, byte
         why = f"compute-bound: {flops / 1e9:,.3g} GFLOP at the measured {peak_flops / 1e12:,.0f} TFLOP/s"
     else:
         why = f"memory-bound: {bytes / 1e6:,.4g} MB at the measured {bandwidth / 1e12:,.2f} TB/s copy"
-    return f"{fraction:.0%} of this GPU's roof for this work ({why} take {format_seconds(roof_s)} at best)"
+    share = f"{fraction:.0%}" if fraction >= 0.01 else f"{fraction * 100:.2g}%"  # never "0%": say how small
+    return f"{share} of this GPU's roof for this work ({why} take {format_seconds(roof_s)} at best)"
 
 
 def _describe(x, dtype) -> str:
