@@ -20,6 +20,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 from triton.language.extra.cuda.libdevice import tanh as cuda_tanh
 from triton.language.extra.libdevice import rsqrt as generic_rsqrt
 from triton.language.math import exp as math_exp
@@ -229,6 +230,15 @@ def libdevice_by_name(src, dst, n, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def waits_on_the_previous_grid(src, dst, n, BLOCK: tl.constexpr):
+    tl.extra.cuda.gdc_wait()  # PDL's wait, through its module
+    at = tl.arange(0, BLOCK)
+    inside = at < n
+    tl.store(dst + at, tl.load(src + at, mask=inside) * 2, mask=inside)
+    gdc_launch_dependents()  # and imported by name
+
+
+@triton.jit
 def through_inline_asm(src, dst, n, BLOCK: tl.constexpr):
     at = tl.arange(0, BLOCK)
     inside = at < n
@@ -258,6 +268,16 @@ def test_functions_imported_by_name_compute():
     libdevice_by_name[(1,)](x, y, x.numel(), BLOCK=128)
     assert torch.allclose(y, torch.rsqrt(x * x + 1) + x.tanh() + x.exp(), atol=1e-5)
     assert generic_rsqrt.__module__ == "triton.language.extra.libdevice"  # the names are put back after the run
+
+
+def test_pdl_grid_dependency_calls_run_everywhere():
+    """`gdc_wait()` and `gdc_launch_dependents()` (lesson 10's PDL switch) raise under a bare interpreter; here
+    they do nothing, what they mean where each kernel runs to its end before the next starts, whether a kernel
+    reaches them through `tl.extra.cuda` or imports them by name; on a GPU they are Hopper's instructions."""
+    x, y = _tensors()
+    waits_on_the_previous_grid[(1,)](x, y, x.numel(), BLOCK=128)
+    assert torch.equal(y, x * 2)
+    assert gdc_launch_dependents.__module__.startswith("triton.language")  # put back after the run
 
 
 @interpreter_only

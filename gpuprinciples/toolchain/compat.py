@@ -110,7 +110,7 @@ def patch_interpreter_mask_dtype() -> None:
 # the one before it in the stream drains; inside it, `tl.extra.cuda.gdc_wait()` waits for that kernel's writes
 # and `tl.extra.cuda.gdc_launch_dependents()` lets the next one start. Triton 3.6 and 3.9 both have the launch
 # option and both functions; 3.6 writes them as inline PTX (`griddepcontrol.wait`), 3.9 as an op of its own,
-# and both compile to the same two PTX instructions. The interpreter has neither (its `_semantic` is missing).
+# and both compile to the same two PTX instructions. The interpreter has neither: interpreter.py makes them no-ops.
 GDC_FUNCTIONS = ("gdc_wait", "gdc_launch_dependents")
 
 
@@ -121,33 +121,6 @@ def has_pdl() -> bool:
     except ImportError:  # pragma: no cover - a Triton without the CUDA extras
         return False
     return all(hasattr(cuda, name) for name in GDC_FUNCTIONS)
-
-
-def patch_interpreter_gdc() -> None:
-    """Under the interpreter `tl.extra.cuda.gdc_wait()` and `gdc_launch_dependents()` raise; make them do
-    nothing, which is what they mean there: the interpreter runs each kernel to its end before the next starts,
-    so the previous kernel's writes are always visible and no kernel can start early. Set for each kernel's
-    run (the interpreter's patch scope), so the compiler run in this process later sees Triton's own."""
-    if triton is None or not runtime.INTERPRETER or not has_pdl():
-        return
-    import triton.language.extra.cuda as cuda
-    interp = interpreter_module()
-    original = interp._patch_lang
-    if getattr(original, "_gp_gdc", False):
-        return
-
-    def patched(fn):
-        scope = original(fn)
-        for name in GDC_FUNCTIONS:
-            scope.set_attr(cuda, name, _gdc_nothing)
-        return scope
-
-    patched._gp_gdc = True
-    interp._patch_lang = patched
-
-
-def _gdc_nothing(*args, **kwargs) -> None:
-    return None
 
 
 def set_tensor_descriptor_allocator() -> None:

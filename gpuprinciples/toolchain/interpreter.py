@@ -242,10 +242,14 @@ class _ModuleNames:
         del self._names[name]
 
 
-def _libdevice_in_interpreter(interp) -> None:
+def _library_calls_in_interpreter(interp) -> None:
     """libdevice functions (`tl.extra.cuda.libdevice.tanh`, `tl.extra.libdevice.erf`) are GPU library
     calls the interpreter has no implementation of: give it one, computed with NumPy, and make the
-    functions reachable while a kernel runs, as `tl.cos` is."""
+    functions reachable while a kernel runs, as `tl.cos` is. PDL's `tl.extra.cuda.gdc_wait()` and
+    `gdc_launch_dependents()` raise there (no `_semantic`); they do nothing instead, which is what they mean
+    there: the interpreter runs each kernel to its end before the next starts, so the previous kernel's
+    writes are always visible and no kernel starts early. One wrapper of the interpreter's patch scope does
+    both, through a module or imported by name, for each kernel's run (the compiler later sees Triton's own)."""
     import importlib
 
     import numpy as np
@@ -269,6 +273,8 @@ def _libdevice_in_interpreter(interp) -> None:
     cuda = importlib.import_module("triton.language.extra.cuda.libdevice")
     generic = importlib.import_module("triton.language.extra.libdevice")  # stubs, resolved per backend
     shared_names = [n for n, v in vars(generic).items() if callable(v) and not n.startswith("_") and hasattr(cuda, n)]
+    import triton.language.extra.cuda as extra_cuda  # what `tl.extra.cuda` names: not sys.modules' entry under 3.9
+    gdc = {name: getattr(extra_cuda, name) for name in compat.GDC_FUNCTIONS if hasattr(extra_cuda, name)}
     patch_lang = interp._patch_lang
 
     def uses_libdevice(fn) -> bool:  # `tl.extra.cuda.libdevice.tanh`, or the module under another name
@@ -283,7 +289,9 @@ def _libdevice_in_interpreter(interp) -> None:
         for name in fn.__code__.co_names:
             value = fn.__globals__.get(name)
             module = getattr(value, "__module__", None)
-            if module in (generic.__name__, cuda.__name__) and hasattr(cuda, getattr(value, "__name__", "")):
+            if any(value is f for f in gdc.values()):
+                found[name] = ("nothing", None)
+            elif module in (generic.__name__, cuda.__name__) and hasattr(cuda, getattr(value, "__name__", "")):
                 found[name] = ("libdevice", value.__name__)
             elif module in (tl.math.__name__, tl.core.__name__) and tl.core.is_builtin(value):
                 found[name] = ("builtin", value)
@@ -291,6 +299,8 @@ def _libdevice_in_interpreter(interp) -> None:
 
     def patched(fn):
         scope = patch_lang(fn)
+        for name in gdc:
+            scope.set_attr(extra_cuda, name, _does_nothing)
         imported = by_name(fn)
         if uses_libdevice(fn) or imported:  # patching it costs a few ms, and device calls patch again each time
             interp._patch_builtin(cuda, interp.interpreter_builder, scope)
@@ -298,13 +308,19 @@ def _libdevice_in_interpreter(interp) -> None:
                 scope.set_attr(generic, name, getattr(cuda, name))
         names = _ModuleNames(fn.__globals__)  # bound for this run, put back by the scope's restore
         for name, (kind, what) in imported.items():
-            if kind == "libdevice":
+            if kind == "nothing":
+                scope.set_attr(names, name, _does_nothing)
+            elif kind == "libdevice":
                 scope.set_attr(names, name, getattr(cuda, what))
             else:
                 interp._patch_attr(names, name, what, interp.interpreter_builder, scope)
         return scope
 
     interp._patch_lang = patched
+
+
+def _does_nothing(*args, **kwargs) -> None:
+    return None
 
 
 def _bf16_dots(interp) -> None:
@@ -485,7 +501,7 @@ def install_interpreter_shims() -> None:
     _stand_in_driver()
     _torch_cuda_stand_in()
     _float_scalars_as_fp32(interp)
-    _libdevice_in_interpreter(interp)
+    _library_calls_in_interpreter(interp)
     _bf16_dots(interp)
     _warmup_handles(interp)
     _autotune_by_compiling()
@@ -497,7 +513,6 @@ def install() -> None:
     """Every shim, once, at `import gpuprinciples` (after the mode is decided, before any kernel is defined)."""
     compat.set_tensor_descriptor_allocator()
     compat.patch_interpreter_index()
-    compat.patch_interpreter_gdc()  # before the shims: the last of them records what each kernel's run patches
     install_interpreter_shims()
     compat.patch_interpreter_mask_dtype()
     if compat.triton_version() < (3, 6):  # pragma: no cover

@@ -1,0 +1,79 @@
+"""Lesson 12's training step, every way at once: how far apart do right answers drift? (issue 32)
+
+    PYTHONPATH=. python tools/compare_loss_curves.py [--lr 3e-3 1e-3] [--steps 20]
+
+On the H200 the notebook's loss-curve cell failed: its flash attention's curve left SDPA's by more than
+max(tolerance, 2 × the gap between SDPA's math path and its default). Whether that is a wrong kernel or a loose
+rule is a measurement: this runs the solution notebook's own cells (checks skipped) up to the training step, then
+trains its TinyLM with each of SDPA's backends and with the notebook's `flash_attention`, and prints each
+curve's largest gap to SDPA's default as a share of the first loss. If the backends spread as far as ours, the
+rule needs a wider floor (the spread of every right answer); if ours alone is far, its backward is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "solutions" / "12-flash-attention-backward.ipynb"
+
+
+def notebook_namespace() -> dict:
+    """The notebook's code cells up to its training step's comparison: definitions only, no `check(...)` call,
+    no memory measurement at the lesson's full size."""
+    namespace = {"__name__": "__main__"}
+    for cell in json.loads(NOTEBOOK.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        if "def step_peak_gib" in source or "rec_flash" in source:
+            continue  # measurements at the lesson's size: not what this compares
+        if "class TinyLM" in source:
+            exec(source.split("STEP_DTYPE =")[0].replace("lr=3e-3", "lr=LR"), namespace)
+            return namespace
+        exec("\n".join("pass" if line.startswith("check(") else line for line in source.splitlines()), namespace)
+    raise SystemExit("no TinyLM cell found in the notebook")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lr", type=float, nargs="+", default=[3e-3, 1e-3])
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args()
+    ns = notebook_namespace()
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def backend(which):
+        def attend(q, k, v, causal):
+            with sdpa_kernel(which):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return attend
+
+    ways = {"sdpa default": ns["sdpa_attend"], "sdpa math": ns["math_attend"], "yours": ns["flash_attention"]}
+    if ns["runtime"].HAS_CUDA:
+        ways.update({f"sdpa {b.name.lower()}": backend(b) for b in
+                     (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION)})
+    dtype = ns["runtime"].sizes(cpu=torch.float32, gpu=torch.bfloat16)
+    for lr in args.lr:
+        ns["LR"] = lr
+        curves = {}
+        for name, attend in ways.items():
+            cast = (lambda fn: lambda q, k, v, causal: fn(q.to(dtype), k.to(dtype), v.to(dtype), causal))(attend)
+            try:
+                curves[name], _ = ns["train_losses"](cast, args.steps, dtype)
+            except Exception as exc:  # noqa: BLE001 - a backend this GPU or shape does not offer
+                print(f"  {name}: not run ({type(exc).__name__}: {str(exc)[:120]})")
+        reference = curves["sdpa default"]
+        scale = abs(reference[0])
+        print(f"lr {lr}, {args.steps} steps, {dtype}: SDPA default from {reference[0]:.4f} to {reference[-1]:.4f}")
+        for name, curve in curves.items():
+            gaps = [abs(a - b) / scale for a, b in zip(curve, reference)]
+            worst = max(gaps)
+            print(f"  {name:>15}: largest gap {worst:.2e} (step {gaps.index(worst)}), last loss {curve[-1]:.4f}; "
+                  f"every 4th step: {' '.join(f'{g:.1e}' for g in gaps[::4])}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
