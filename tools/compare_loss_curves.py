@@ -1,6 +1,6 @@
 """Lesson 12's training step, every way at once: how far apart do right answers drift? (issue 32)
 
-    PYTHONPATH=. python tools/compare_loss_curves.py [--lr 3e-3 1e-3] [--steps 20]
+    PYTHONPATH=. python tools/compare_loss_curves.py [--lr 3e-3 1e-3] [--steps 20] [--optimizer AdamW SGD]
 
 On the H200 the notebook's loss-curve cell failed: its flash attention's curve left SDPA's by more than
 max(tolerance, 2 × the gap between SDPA's math path and its default). Whether that is a wrong kernel or a loose
@@ -8,6 +8,9 @@ rule is a measurement: this runs the solution notebook's own cells (checks skipp
 trains its TinyLM with each of SDPA's backends and with the notebook's `flash_attention`, and prints each
 curve's largest gap to SDPA's default as a share of the first loss. If the backends spread as far as ours, the
 rule needs a wider floor (the spread of every right answer); if ours alone is far, its backward is wrong.
+A suspect worth its own row: AdamW's first steps move every weight by about ±lr whatever its gradient's size, so
+a gradient entry near zero takes the sign of bf16 rounding noise and two right answers part at once; plain SGD
+moves each weight in proportion to its gradient (`--optimizer SGD`, with its own `--lr`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ def notebook_namespace() -> dict:
         if "def step_peak_gib" in source or "rec_flash" in source:
             continue  # measurements at the lesson's size: not what this compares
         if "class TinyLM" in source:
-            exec(source.split("STEP_DTYPE =")[0].replace("lr=3e-3", "lr=LR"), namespace)
+            exec(source.split("STEP_DTYPE =")[0].replace("torch.optim.AdamW(model.parameters(), lr=3e-3)",
+                                                         "OPTIMIZER(model.parameters(), lr=LR)"), namespace)
             return namespace
         exec("\n".join("pass" if line.startswith("check(") else line for line in source.splitlines()), namespace)
     raise SystemExit("no TinyLM cell found in the notebook")
@@ -40,6 +44,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lr", type=float, nargs="+", default=[3e-3, 1e-3])
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--optimizer", nargs="+", default=["AdamW"], help="torch.optim classes, each with every --lr")
     args = parser.parse_args()
     ns = notebook_namespace()
     import torch
@@ -56,8 +61,8 @@ def main() -> None:
         ways.update({f"sdpa {b.name.lower()}": backend(b) for b in
                      (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION)})
     dtype = ns["runtime"].sizes(cpu=torch.float32, gpu=torch.bfloat16)
-    for lr in args.lr:
-        ns["LR"] = lr
+    for optimizer, lr in ((o, lr) for o in args.optimizer for lr in args.lr):
+        ns["LR"], ns["OPTIMIZER"] = lr, getattr(torch.optim, optimizer)
         curves = {}
         for name, attend in ways.items():
             cast = (lambda fn: lambda q, k, v, causal: fn(q.to(dtype), k.to(dtype), v.to(dtype), causal))(attend)
@@ -67,7 +72,8 @@ def main() -> None:
                 print(f"  {name}: not run ({type(exc).__name__}: {str(exc)[:120]})")
         reference = curves["sdpa default"]
         scale = abs(reference[0])
-        print(f"lr {lr}, {args.steps} steps, {dtype}: SDPA default from {reference[0]:.4f} to {reference[-1]:.4f}")
+        print(f"{optimizer}, lr {lr}, {args.steps} steps, {dtype}: "
+              f"SDPA default from {reference[0]:.4f} to {reference[-1]:.4f}")
         for name, curve in curves.items():
             gaps = [abs(a - b) / scale for a, b in zip(curve, reference)]
             worst = max(gaps)
