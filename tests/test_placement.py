@@ -1,5 +1,6 @@
 """measure/placement.py: under the interpreter, a launch handed a tensor that a GPU would keep in the CPU's memory
-is refused as a GPU refuses it; every tensor a GPU would keep in its own memory still launches."""
+is refused as a GPU refuses it, and so is arithmetic that mixes such a tensor with one of the GPU's; every tensor a
+GPU would keep in its own memory still launches, and what a GPU accepts across the two memories still runs."""
 
 import pytest
 import torch
@@ -76,3 +77,51 @@ def test_a_gpu_tensor_mixed_with_a_host_scalar_stays_on_the_gpu():
     x = torch.randn(100)
     with placement.watch():
         _launch(x, torch.empty_like(x * torch.tensor(2.0)))
+
+
+# ---- operations a GPU refuses when they mix the two memories -------------------------------------------------
+
+MIXED = "Expected all tensors to be on the same device"
+MODULE_TENSOR = torch.ones(300)  # made at import, before any watch: its place is not known
+REFUSED_MIXES = {
+    "x + arange": lambda x: x + torch.arange(300),
+    "host * x": lambda x: torch.ones(300) * x,
+    "in place": lambda x: x.clone().add_(torch.ones(300)),
+    "torch.where": lambda x: torch.where(torch.ones(300, dtype=torch.bool), x, torch.zeros(300)),
+    "cat": lambda x: torch.cat([x, torch.zeros(4)]),
+    "matmul": lambda x: x @ torch.ones(300),
+    "comparison": lambda x: x > torch.zeros(300),
+    "a GPU tensor made from x": lambda x: (x * 2).exp() - torch.zeros(300),
+    "made with device=": lambda x: torch.ones(300, device=x.device) + torch.zeros(300),
+}
+ALLOWED_MIXES = {
+    "a CPU scalar (0-dim)": lambda x: x * torch.tensor(2.0),
+    "indexing with a host index": lambda x: x[torch.arange(10)],
+    "a copy into the GPU's memory": lambda x: torch.empty_like(x).copy_(torch.zeros(300)),
+    "moved first": lambda x: x + torch.arange(300).to(x.device),
+    "host with host": lambda x: torch.zeros(300) + torch.ones(300),
+    "a module's tensor (place unknown)": lambda x: MODULE_TENSOR + torch.zeros(300),
+}
+
+
+@pytest.mark.parametrize("mix", REFUSED_MIXES.values(), ids=REFUSED_MIXES.keys())
+def test_arithmetic_that_mixes_the_two_memories_is_refused_as_on_a_gpu(mix):
+    x = torch.randn(300)
+    with placement.watch(x), pytest.raises(RuntimeError, match=MIXED):
+        mix(x)
+    mix(x)  # outside the watch nothing is refused
+
+
+@pytest.mark.parametrize("mix", ALLOWED_MIXES.values(), ids=ALLOWED_MIXES.keys())
+def test_what_a_gpu_accepts_across_the_memories_runs(mix):
+    x = torch.randn(300)
+    with placement.watch(x):
+        mix(x)
+
+
+def test_only_tensors_known_to_be_the_gpus_count():
+    """Without the call's inputs named, x's place is unknown (it could be a module's CPU tensor on a GPU
+    machine too): never a refusal on a guess."""
+    x = torch.randn(300)
+    with placement.watch():
+        x + torch.arange(300)

@@ -157,6 +157,9 @@ LAUNCH_ERRORS = (
     ("cannot be accessed from Triton (cpu tensor?)",
      "a tensor handed to the kernel lives in the CPU's memory while the kernel runs on the GPU: make outputs on "
      "the inputs' device (`torch.empty_like(x)`, or `device=x.device`)"),
+    ("Expected all tensors to be on the same device",
+     "a tensor made in the CPU's memory (without `device=`) meets one in the GPU's: make it on the inputs' device "
+     "(`device=x.device`), or use a Python number"),
 )
 
 
@@ -229,8 +232,8 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     def watching(gpu):
         return _Unwatched() if exercise.forks_ranks else _Watch(gpu, profile=profile)
 
-    def placed():  # a kernel exercise under the interpreter: a launch handed a host tensor is refused, as on a GPU
-        return _placement() if profile and runtime.INTERPRETER and not exercise.forks_ranks else nullcontext()
+    def placed(inputs):  # a kernel exercise under the interpreter: what a GPU refuses for host tensors is refused
+        return _placement(inputs) if profile and runtime.INTERPRETER and not exercise.forks_ranks else nullcontext()
 
     returned: list = []  # what the learner's function returned on the graded call, however `run` calls it
 
@@ -242,8 +245,9 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     decoy_out = None
     try:
         if case.get("decoy") is not None:  # warm-up, autotuning, and a trap for cached answers: judged too
-            with watching(gpu) as seen, _record() as decoy_rec, placed():
-                decoy_out = runner(fn, _to_device(case["decoy"], device), kwargs)
+            decoy_args = _to_device(case["decoy"], device)
+            with watching(gpu) as seen, _record() as decoy_rec, placed((decoy_args, kwargs)):
+                decoy_out = runner(fn, decoy_args, kwargs)
                 runtime.synchronize()
             result.watched.append(_watched_entry("warm-up call", seen, decoy_rec))
             result.decoy_output = _portable(decoy_out)  # a copy, taken before the next call
@@ -251,7 +255,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
         pristine = [_clone(t) for t in _tensors_in(args)]
         runtime.synchronize()
         with watching(gpu) as seen, _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args),
-                                            stores=True) as rec, placed():
+                                            stores=True) as rec, placed((args, kwargs)):
             out = runner(fn if exercise.forks_ranks else learner, args, kwargs)  # (ranks get fn by pickle)
             runtime.synchronize()
         # before anything else runs: which elements of what the learner returned its kernels wrote, and did not

@@ -13,9 +13,16 @@ the CPU's memory (host tensors):
 
 A `device=` or a `.to()` target counts as the GPU (in the learner's code it is `x.device`), as does `.cuda()`;
 a move that the CPU answers with the same tensor is answered with a copy, as a GPU would. A launch handed a
-host tensor (`launching`, around the interpreter's launch hook in counters.py) raises the GPU's error. What
-this does not see (a gap, never a false refusal): tensors made before the call (a module's globals),
-`device="cpu"` written out, and `device=h.device` of a host tensor.
+host tensor (`launching`, around the interpreter's launch hook in counters.py) raises the GPU's error.
+
+PyTorch on a GPU refuses arithmetic that mixes the two memories too (`x + torch.arange(n)`: "Expected all
+tensors to be on the same device"), a CPU scalar (a 0-dim tensor) excepted. The watch refuses it as well, for
+the operations of MIXES_REFUSED only, and only between a host tensor and one it knows is the GPU's: the call's
+inputs (`watch(inputs)`), tensors made with `device=` or moved there, and what operations make from them.
+
+What this does not see (a gap, never a false refusal): tensors made before the call (a module's globals),
+`device="cpu"` written out, `device=h.device` of a host tensor, and mixing in operations outside MIXES_REFUSED
+(indexing with a host index tensor and copies between the memories are allowed on a GPU too).
 """
 
 from __future__ import annotations
@@ -36,6 +43,16 @@ FACTORIES = frozenset({
     torch.as_tensor, torch.from_numpy, torch.scalar_tensor, torch.asarray,
 })
 HOST, DEVICE = "host", "device"
+
+# Operations that a GPU refuses when a host tensor of one or more dimensions meets a GPU tensor: arithmetic,
+# comparisons, products and joins, by name (torch.add, Tensor.add, Tensor.add_ and `+` alike)
+_ELEMENTWISE = ("add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "maximum",
+                "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "bitwise_and", "bitwise_or")
+_DUNDER = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or")
+MIXES_REFUSED = frozenset(
+    {*_ELEMENTWISE, *(f"{n}_" for n in _ELEMENTWISE), "where", "matmul", "mm", "bmm", "addmm", "cat", "stack"}
+    | {f"__{p}{n}__" for n in _DUNDER for p in ("", "r", "i")} | {"__eq__", "__ne__", "__lt__", "__le__", "__gt__",
+                                                               "__ge__"})
 
 _local = threading.local()
 
@@ -61,13 +78,36 @@ class HostTensors(TorchFunctionMode):
     """The tensors a GPU would hold in the CPU's memory, by storage address. They are kept alive until the
     watch ends, so no later tensor can take one's address."""
 
-    def __init__(self):
+    def __init__(self, inputs=()):
         super().__init__()
         self.kept: dict[int, torch.Tensor] = {}
+        self.gpus: set[int] = {_key(t) for t in _tensors(inputs)} - {None}  # known to be the GPU's, by address
 
     def is_host(self, t: torch.Tensor) -> bool:
         key = _key(t)
         return key is not None and key in self.kept
+
+    def is_gpus(self, t: torch.Tensor) -> bool:
+        key = _key(t)
+        return key is not None and key in self.gpus and key not in self.kept
+
+    def _refuse_mixing(self, func, inputs: list[torch.Tensor]) -> None:
+        if getattr(func, "__name__", None) not in MIXES_REFUSED:
+            return
+        if any(self.is_host(t) and t.dim() > 0 for t in inputs) and any(self.is_gpus(t) for t in inputs):
+            raise RuntimeError(
+                "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu! "
+                f"(in {func.__name__}) [on this CPU, the grader follows where a GPU would keep each tensor: one of "
+                "these was made without `device=`, or from such a tensor]")
+
+    def _remember(self, place: str | None, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+        """What an operation made is the GPU's if it was put there or made from a tensor of the GPU's; any other
+        output forgets an address a freed GPU tensor may have left (a module's tensor is never the GPU's)."""
+        gpus = place == DEVICE or (place is None and any(self.is_gpus(t) for t in inputs))
+        for t in outputs:
+            key = _key(t)
+            if key is not None:
+                (self.gpus.add if gpus else self.gpus.discard)(key)
 
     def _place(self, func, args, kwargs, inputs: list[torch.Tensor]) -> str | None:
         if func is torch.Tensor.cpu:
@@ -90,18 +130,18 @@ class HostTensors(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         if getattr(_local, "paused", False):  # Triton's own copies of a launch's arguments
-            return out
+            return func(*args, **kwargs)
+        inputs = _tensors((args, kwargs))
+        self._refuse_mixing(func, inputs)
+        out = func(*args, **kwargs)
         outputs = _tensors(out)
         if not outputs:
             return out
-        inputs = _tensors((args, kwargs))
         place = self._place(func, args, kwargs, inputs)
-        if place is None:
-            return out
         if place == DEVICE and any(self.is_host(t) for t in outputs):
-            return _copied(out)  # a move to the GPU makes a new tensor there; the host one stays behind
+            out = _copied(out)  # a move to the GPU makes a new tensor there; the host one stays behind
+        self._remember(place, inputs, _tensors(out))
         if place == HOST:
             if any(not self.is_host(t) and any(_key(t) == _key(i) for i in inputs) for t in outputs):
                 out = _copied(out)  # `.cpu()` of a GPU tensor: a copy, not the GPU tensor itself
@@ -118,9 +158,10 @@ def _copied(out):
 
 
 @contextmanager
-def watch():
-    """Follow host tensors in the block (this thread); `launching` refuses them at a launch."""
-    mode = HostTensors()
+def watch(inputs=()):
+    """Follow host tensors in the block (this thread); `launching` refuses them at a launch. `inputs`: the call's
+    arguments, the GPU's on a GPU machine."""
+    mode = HostTensors(inputs)
     outer = getattr(_local, "mode", None)
     _local.mode = mode
     try:
