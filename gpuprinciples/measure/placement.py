@@ -48,11 +48,12 @@ HOST, DEVICE = "host", "device"
 # comparisons, products and joins, by name (torch.add, Tensor.add, Tensor.add_ and `+` alike)
 _ELEMENTWISE = ("add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "maximum",
                 "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "bitwise_and", "bitwise_or")
-_DUNDER = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or")
-MIXES_REFUSED = frozenset(
-    {*_ELEMENTWISE, *(f"{n}_" for n in _ELEMENTWISE), "where", "matmul", "mm", "bmm", "addmm", "cat", "stack"}
-    | {f"__{p}{n}__" for n in _DUNDER for p in ("", "r", "i")} | {"__eq__", "__ne__", "__lt__", "__le__", "__gt__",
-                                                               "__ge__"})
+_OPERATORS = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or")  # a + b, b + a, a += b
+MIXES_REFUSED = frozenset({
+    *_ELEMENTWISE, *(f"{n}_" for n in _ELEMENTWISE), "where", "matmul", "mm", "bmm", "addmm", "cat", "stack",
+    *(f"__{side}{n}__" for n in _OPERATORS for side in ("", "r", "i")),
+    *(f"__{n}__" for n in ("eq", "ne", "lt", "le", "gt", "ge")),
+})
 
 _local = threading.local()
 
