@@ -152,8 +152,9 @@ def _portable(value):
     return f"<a {type(value).__module__}.{type(value).__qualname__}>"
 
 
-# Triton's words for a launch it refuses, and what the learner did: (fragment of the message, the sentence added)
-LAUNCH_ERRORS = (
+# A GPU's words for what it refuses (Triton a launch, PyTorch an operation across the two memories), and what
+# the learner did: (fragment of the message, the sentence added)
+GPU_ERRORS = (
     ("cannot be accessed from Triton (cpu tensor?)",
      "a tensor handed to the kernel lives in the CPU's memory while the kernel runs on the GPU: make outputs on "
      "the inputs' device (`torch.empty_like(x)`, or `device=x.device`)"),
@@ -168,7 +169,7 @@ def _describe_error(exc: BaseException, source_file: str) -> str:
     mine = [f for f in frames if f.filename == source_file]
     where = f" (line {mine[-1].lineno}: {mine[-1].line})" if mine else ""
     text = gpucompile.compile_error_sentence(exc) or f"{type(exc).__name__}: {exc}".strip()
-    text += "".join(f"; {why}" for fragment, why in LAUNCH_ERRORS if fragment in text)
+    text += "".join(f"; {why}" for fragment, why in GPU_ERRORS if fragment in text)
     if len(text) > 1200:
         text = text[:1200] + " …"
     return text + where

@@ -55,6 +55,10 @@ MIXES_REFUSED = frozenset({
     *(f"__{n}__" for n in ("eq", "ne", "lt", "le", "gt", "ge")),
 })
 
+# what the GPU's error gains here: why a CPU, where every tensor shares one memory, raises it at all
+FOLLOWED = ("[on this CPU, the grader follows where a GPU would keep each tensor: {which} was made without "
+            "`device=`, or from such a tensor]")
+
 _local = threading.local()
 
 
@@ -98,8 +102,7 @@ class HostTensors(TorchFunctionMode):
         if any(self.is_host(t) and t.dim() > 0 for t in inputs) and any(self.is_gpus(t) for t in inputs):
             raise RuntimeError(
                 "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu! "
-                f"(in {func.__name__}) [on this CPU, the grader follows where a GPU would keep each tensor: one of "
-                "these was made without `device=`, or from such a tensor]")
+                f"(in {func.__name__}) " + FOLLOWED.format(which="one of these"))
 
     def _remember(self, place: str | None, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         """What an operation made is the GPU's if it was put there or made from a tensor of the GPU's; any other
@@ -193,6 +196,5 @@ def _refuse_host_pointers(args, kwargs) -> None:
         return
     for index, arg in enumerate((*args, *kwargs.values())):
         if any(isinstance(t, torch.Tensor) and mode.is_host(t) for t in bounds.launch_tensors(arg)):
-            raise ValueError(f"Pointer argument (at {index}) cannot be accessed from Triton (cpu tensor?) [on this "
-                             "CPU, the grader follows where a GPU would keep each tensor: this one was made without "
-                             "`device=`, or from such a tensor]")
+            raise ValueError(f"Pointer argument (at {index}) cannot be accessed from Triton (cpu tensor?) "
+                             + FOLLOWED.format(which="this one"))

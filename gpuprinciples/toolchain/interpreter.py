@@ -302,7 +302,8 @@ def _library_calls_in_interpreter(interp) -> None:
         for name in gdc:
             scope.set_attr(extra_cuda, name, _does_nothing)
         imported = by_name(fn)
-        if uses_libdevice(fn) or imported:  # patching it costs a few ms, and device calls patch again each time
+        # patching it costs a few ms, and device calls patch again each time: not for PDL's no-ops alone
+        if uses_libdevice(fn) or any(kind != "nothing" for kind, _ in imported.values()):
             interp._patch_builtin(cuda, interp.interpreter_builder, scope)
             for name in shared_names:
                 scope.set_attr(generic, name, getattr(cuda, name))
