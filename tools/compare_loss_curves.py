@@ -38,7 +38,10 @@ def notebook_namespace() -> dict:
             continue  # measurements at the lesson's size: not what this compares
         if "class TinyLM" in source:
             optimizer = r"torch\.optim\.\w+\(model\.parameters\(\), lr=[^)]*\)"
-            source = re.sub(optimizer, "OPTIMIZER(model.parameters(), lr=LR)", source.split("STEP_DTYPE =")[0])
+            source, found = re.subn(optimizer, "OPTIMIZER(model.parameters(), lr=LR)", source.split("STEP_DTYPE =")[0])
+            if found != 1:  # else every row would train with the notebook's optimizer, whatever --optimizer says
+                raise SystemExit("the TinyLM cell no longer builds its optimizer as `torch.optim.X(model.parameters(), "
+                                 "lr=...)`: update this tool's pattern")
             exec(source.replace("seq = runtime.sizes(", "seq = SIZES or runtime.sizes("), namespace)
             return namespace
         exec("\n".join("pass" if line.startswith("check(") else line for line in source.splitlines()), namespace)
