@@ -239,6 +239,24 @@ def test_a_rank_that_exits_without_a_result_is_a_sentence(zygote):
         D.run_ranks(_exits, 2, per_rank=[(), ()], timeout=60)
 
 
+def _exits_while_rank_zero_waits(rank, world):
+    import torch.distributed as dist
+    if rank == 1:
+        time.sleep(0.5)  # rank 0 is inside the all-reduce by then, connected to this rank
+        os._exit(0)
+    dist.all_reduce(torch.ones(1000))
+
+
+def test_the_rank_that_exited_is_named_not_the_rank_that_found_its_connection_closed():
+    # rank 0's own error is gloo's "Connection closed by peer ... a remote worker crashing": true, but it
+    # only says rank 0 was left waiting; the report must name rank 1, which ended (CI saw rank 0's once)
+    with pytest.raises(D.RankError) as raised:
+        D.run_ranks(_exits_while_rank_zero_waits, 2, timeout=60)
+    message = str(raised.value)
+    assert message.startswith("rank 1 of 2 ended before it could report a result"), message
+    assert "os._exit" in message
+
+
 def _hangs(rank, world, folder):
     Path(folder, f"pid{rank}").write_text(str(os.getpid()))
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -102,24 +102,29 @@ def _ranks_from_zygote(target, world_size, args, per_rank, timeout, collective_t
         return _collect(folder, world_size, hung, [p.returncode for p in procs], timeout)
 
 
+# What a rank's error says when it failed only because another rank stopped answering: it timed out waiting,
+# or gloo found the connection closed (the other rank's process ended). Such a rank is not the one to name.
+LEFT_WAITING = ("timed out", "timeout", "connection closed by peer", "connection reset by peer", "broken pipe")
+
+
 def _collect(folder: str, world_size: int, hung: list[int], exitcodes: list, timeout: float) -> list:
     """Each rank's saved value, or a RankError saying which rank failed and how: a rank's own error first,
-    then a rank that ended without reporting (the others then only time out waiting for it), then a
-    timeout, then ranks still running."""
+    then a rank that ended without reporting (the others then only time out waiting for it, or find its
+    connection closed), then a timeout, then ranks still running."""
     errors = {}
     for rank in range(world_size):
         path = os.path.join(folder, f"error{rank}.txt")
         if os.path.exists(path):
             errors[rank] = Path(path).read_text()
 
-    def timed_out(r):
-        return "timed out" in errors[r].lower() or "timeout" in errors[r].lower()
+    def left_waiting(r):
+        return any(words in errors[r].lower() for words in LEFT_WAITING)
 
     dead = [rank for rank, code in enumerate(exitcodes) if rank not in errors and rank not in hung
             and (code != 0 or not os.path.exists(os.path.join(folder, f"rank{rank}.pt")))]
-    if errors and not (dead and all(timed_out(r) for r in errors)):
-        # the first rank to fail is the interesting one; the others often only time out waiting
-        rank = min(errors, key=lambda r: (timed_out(r), r))
+    if errors and not (dead and all(left_waiting(r) for r in errors)):
+        # the first rank to fail is the interesting one; the others often only wait for it and fail
+        rank = min(errors, key=lambda r: (left_waiting(r), r))
         raise RankError(f"rank {rank} of {world_size} raised: {errors[rank]}")
     if dead:
         raise RankError(_death(folder, dead[0], world_size, exitcodes[dead[0]]))
