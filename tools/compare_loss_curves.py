@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import tempfile
 from pathlib import Path
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "solutions" / "12-flash-attention-backward.ipynb"
@@ -30,7 +31,15 @@ def notebook_namespace() -> dict:
     """The notebook's code cells up to its training step's comparison: definitions only, no `check(...)` call,
     no memory measurement at the lesson's full size."""
     namespace = {"__name__": "__main__"}
-    for cell in json.loads(NOTEBOOK.read_text())["cells"]:
+    folder = Path(tempfile.mkdtemp(prefix="loss-curves-"))
+
+    def run(index: int, source: str) -> None:
+        # from a file: on a GPU, @triton.jit reads each kernel's source back (the interpreter does not need to)
+        path = folder / f"cell{index}.py"
+        path.write_text(source)
+        exec(compile(source, str(path), "exec"), namespace)
+
+    for index, cell in enumerate(json.loads(NOTEBOOK.read_text())["cells"]):
         if cell["cell_type"] != "code":
             continue
         source = "".join(cell["source"])
@@ -42,9 +51,9 @@ def notebook_namespace() -> dict:
             if found != 1:  # else every row would train with the notebook's optimizer, whatever --optimizer says
                 raise SystemExit("the TinyLM cell no longer builds its optimizer as `torch.optim.X(model.parameters(), "
                                  "lr=...)`: update this tool's pattern")
-            exec(source.replace("seq = runtime.sizes(", "seq = SIZES or runtime.sizes("), namespace)
+            run(index, source.replace("seq = runtime.sizes(", "seq = SIZES or runtime.sizes("))
             return namespace
-        exec("\n".join("pass" if line.startswith("check(") else line for line in source.splitlines()), namespace)
+        run(index, "\n".join("pass" if line.startswith("check(") else line for line in source.splitlines()))
     raise SystemExit("no TinyLM cell found in the notebook")
 
 
