@@ -3,6 +3,8 @@ FlashAttention and cuDNN backwards, then `gpuprinciples bench` rows and a grade 
 
     PYTHONPATH=. python tools/tune_backward.py [--budget SECONDS] [--jobs N]
     PYTHONPATH=. python tools/tune_backward.py --dry-run     # a CPU: tiny shapes under the interpreter
+    PYTHONPATH=. python tools/tune_backward.py --plans 2,24- # PLANS[2] and PLANS[24:] (and PLANS[0], run 1's
+                                                             # default: the others' reference) only
 
 1. every plan of PLANS is compiled first, in `--jobs` processes at once (Triton's disk cache then serves the
    timing process): a plan the compiler refuses is reported and dropped;
@@ -70,6 +72,10 @@ PLANS = [
     Plan(dkdv=(64, 128, 8, 4), dq=(128, 64, 8, 4)),
     Plan(dq=(128, 64, 8, 4), one_loop=True),
     Plan(dkdv=(64, 128, 8, 4), dq=(128, 64, 8, 4), one_loop=True),
+    # narrower query tiles for the dK/dV pass (fewer registers for Sᵀ and dPᵀ), and a fifth stage for its loads
+    Plan(dkdv=(32, 128, 8, 4), dq=(128, 64, 8, 4)),
+    Plan(dkdv=(32, 128, 8, 4), dq=(128, 64, 8, 4), one_loop=True),
+    Plan(dkdv=(64, 128, 8, 5), dq=(128, 64, 8, 4)),
 ]
 DRY_PLANS = [Plan((32, 32, 4, 1), (32, 32, 4, 1)), Plan((32, 32, 4, 1), (32, 32, 4, 1), True, True),
              Plan((32, 64, 4, 1), None)]
@@ -249,7 +255,14 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=12, help="processes compiling at once")
     parser.add_argument("--dry-run", action="store_true", help="a CPU: tiny shapes under the interpreter")
     parser.add_argument("--skip", default="", help="comma-separated: gradcheck,bench")
+    parser.add_argument("--plans", default="0-", help="indices into PLANS, comma-separated, each I or I-J or I- "
+                        "(J included); the first plan is always timed too, as the others' reference (default: all)")
     a = parser.parse_args()
+    picked = set()
+    for part in a.plans.split(","):
+        start, dash, end = part.partition("-")
+        picked.update(range(int(start), int(end) + 1 if end else len(PLANS)) if dash else [int(start)])
+    plans = [p for i, p in enumerate(PLANS) if i == 0 or i in picked]
     skip = set(a.skip.split(","))
     if a.dry_run:
         print("dry run (interpreter, CPU): B1 H2 N80 D32", flush=True)
@@ -263,8 +276,8 @@ def main() -> None:
     from triton.testing import do_bench
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}", flush=True)
     shape = (4, 16, 4096, 128)
-    refused = precompile(PLANS, a.jobs, a.budget * 0.4, (1, 2, 256, 128))
-    best = sweep(PLANS, shape, torch.bfloat16, "cuda", a.budget * 0.7, refused,
+    refused = precompile(plans, a.jobs, a.budget * 0.4, (1, 2, 256, 128))
+    best = sweep(plans, shape, torch.bfloat16, "cuda", a.budget * 0.7, refused,
                  lambda fn: do_bench(fn, warmup=10, rep=60, return_mode="median"))
     if "gradcheck" not in skip:
         gradcheck("cuda")
