@@ -244,12 +244,12 @@ def _pdl_step(on: bool, monkeypatch):
 
 def test_the_pdl_switch_changes_no_value_of_the_fused_step(monkeypatch):
     """With PDL on, fused_linear loads its first weight tile before gdc_wait and starts its loop at the second;
-    rope_and_cache waits first. Off (the default) and on give the same values (bit for bit under the
+    rope_and_cache waits first. Off and on (the default) give the same values (bit for bit under the
     interpreter, where the waits do nothing), and on really launches the PDL form of both kernels."""
-    assert not decode_step.PDL  # the timed reference: off unless asked
+    assert decode_step.PDL  # the default: measured faster on an H200, the same values
     off, off_launches = _pdl_step(False, monkeypatch)
+    assert decode_step.PDL  # the block put it back
     on, on_launches = _pdl_step(True, monkeypatch)
-    assert not decode_step.PDL  # the block put it back
     assert all("PDL" not in kwargs and "launch_pdl" not in kwargs for _, _, kwargs in off_launches)  # as before
     if DEVICE == "cuda" and torch.cuda.get_device_capability()[0] < 9:
         assert all("PDL" not in kwargs for _, _, kwargs in on_launches)  # no PDL before Hopper: the switch waits

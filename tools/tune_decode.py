@@ -32,9 +32,12 @@ remaining items are skipped and say so):
 7. decode attention at the model's shapes (D 64): batch 1 at 4096, 16 and 64 at 1024;
 8. the batch sweep at 1024 positions: graphed steps with PyTorch's kernels at batch 1 to 256, fused ones at 1 to 8;
 9. PDL (issue 31): the fused step of LLAMA_1B and LLAMA_8B at batch 1 and 4096 positions, graphed, with
-   Programmatic Dependent Launch off (the default) and on (`decode_step.pdl`), timed off, on, off, on; one step's
+   Programmatic Dependent Launch off and on (the default; `decode_step.pdl`), timed off, on, off, on; one step's
    logits and a graph replay's token with it on against off; where the 1B step's time goes, each way. Alone:
-   `--only 9` (about 2 minutes: it builds both models).
+   `--only 9` (about 2 minutes: it builds both models);
+10. the split rule in the step: the graphed fused step of LLAMA_1B and LLAMA_8B at batch 1 and 4096 positions
+   with decode attention's splits at least GPU_MIN_BLOCKS tiles long for 4 (the default), 2 and 1 (more, shorter
+   splits: more programs for a cache that is little to read), timed in turns; each's logits against the default's.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -720,6 +723,51 @@ def pdl():
 
 
 # -------------------------------------------------------------------------------------------------
+# 10. the split rule inside the step
+# -------------------------------------------------------------------------------------------------
+
+
+@item
+def step_splits():
+    """10. splits in the step: the graphed fused step at batch 1, decode attention's GPU_MIN_BLOCKS 4, 2, 1"""
+    context = sizes(4096, 32)
+    copy = copy_ceiling()
+    rows = {}
+    default = dk.GPU_MIN_BLOCKS
+    for label, config in sizes((("LLAMA_1B", LLAMA_1B), ("LLAMA_8B", LLAMA_8B)), (("TINY", TINY),)):
+        m = Decoder(config, batch=1, max_seq=context + sizes(1024, 300), fused=True)
+        m.k_cache.normal_()
+        m.v_cache.normal_()
+        need = decode_step_bytes(config, 1, context)
+        lens = torch.full((1,), context, dtype=torch.int32, device=DEV)
+        token = torch.zeros(1, dtype=torch.long, device=DEV)
+        times, logits = {}, {}
+        try:
+            for least in (4, 2, 1, 4, 2, 1):  # in turns: a drift of the GPU's clock shows as a spread
+                dk.GPU_MIN_BLOCKS = least
+                splits = dk.plan(torch.empty(1, config.n_heads, config.head_dim, device=DEV), config.n_kv_heads,
+                                 m.max_seq)["splits"]
+                if least not in logits:
+                    logits[least] = m.decode(token, lens.clone()).float()
+                seconds = graph_time(m, 1, context)
+                times.setdefault(least, []).append(seconds)
+                print(f"   {label}: splits of at least {least} tiles ({splits} splits): {seconds * 1e3:.3f} ms, "
+                      f"{need / seconds / copy:.0%} of copy", flush=True)
+        finally:
+            dk.GPU_MIN_BLOCKS = default
+        rows[label] = {least: {"ms": [t * 1e3 for t in ts], "of_copy": need / min(ts) / copy,
+                               "max_logit_difference": (logits[least] - logits[default]).abs().max().item()}
+                       for least, ts in times.items()}
+        print(f"   {label}: fastest of each " + ", ".join(
+            f"{least}: {min(ts) * 1e3:.3f} ms ({need / min(ts) / copy:.0%}, logits off by "
+            f"{rows[label][least]['max_logit_difference']:.1e})" for least, ts in times.items()))
+        del m
+        if DEV == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+# -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
 
@@ -773,7 +821,8 @@ def main(argv=None) -> int:
     import triton
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
-    for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl):
+    for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
+                step_splits):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:
