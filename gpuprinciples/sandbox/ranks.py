@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,7 +40,9 @@ def run_ranks(target, world_size: int, args: tuple = (), *, per_rank: list[tuple
     frames), so ranks come from a process that holds none of it, each sent its own arguments only:
     in the grader's child, the zygote it forked before any case arrived (forkserver.Zygote, a fork per
     rank); elsewhere, a multiprocessing forkserver started fresh (a new interpreter).
-    A rank that raises ends the run with its traceback; a run past `timeout` is killed, ranks and all.
+    A rank that raises ends the run with its traceback; once a rank has ended without its result, the others
+    are stopped FAILED_RANK_GRACE_S later (not left to wait for it until the collective timeout); a run past
+    `timeout` is killed, ranks and all.
     """
     import multiprocessing as mp
     if per_rank is not None and len(per_rank) != world_size:
@@ -67,10 +68,8 @@ def run_ranks(target, world_size: int, args: tuple = (), *, per_rank: list[tuple
                  for rank in range(world_size)]
         for p in procs:
             p.start()
-        deadline = time.monotonic() + timeout
         try:
-            for p in procs:
-                p.join(max(deadline - time.monotonic(), 0.0))
+            _wait(lambda rank: procs[rank].exitcode, folder, world_size, time.monotonic() + timeout)
         finally:
             hung = [rank for rank, p in enumerate(procs) if p.is_alive()]
             for p in procs:
@@ -87,19 +86,35 @@ def _ranks_from_zygote(target, world_size, args, per_rank, timeout, collective_t
         procs = [zygote.start(_rank_main, (target, rank, world_size, folder, args + tuple(per_rank[rank]),
                                            collective_timeout), folder, died=os.path.join(folder, f"died{rank}.txt"))
                  for rank in range(world_size)]
-        deadline = time.monotonic() + timeout
         try:
-            for p in procs:
-                try:
-                    p.wait(max(deadline - time.monotonic(), 0.0))
-                except subprocess.TimeoutExpired:
-                    break
+            _wait(lambda rank: procs[rank].poll(), folder, world_size, time.monotonic() + timeout)
         finally:
             hung = [rank for rank, p in enumerate(procs) if p.poll() is None]
             for rank in hung:
                 processes.kill_tree(procs[rank].pid)
                 procs[rank].wait()
         return _collect(folder, world_size, hung, [p.returncode for p in procs], timeout)
+
+
+# Once a rank has ended without its result (it raised, crashed or exited), how long the others get to end too
+# before they are stopped: left running, they would only wait for it in a collective until its timeout.
+FAILED_RANK_GRACE_S = 3.0
+
+
+def _wait(exitcode, folder: str, world_size: int, deadline: float) -> None:
+    """Until every rank has ended, the deadline has passed, or FAILED_RANK_GRACE_S after a rank ended without
+    its result (`exitcode(rank)`: None while it runs)."""
+    failed_at = None
+    while time.monotonic() < deadline:
+        codes = [exitcode(rank) for rank in range(world_size)]
+        if all(code is not None for code in codes):
+            return
+        if failed_at is None and any(code is not None and (code != 0 or not os.path.exists(
+                os.path.join(folder, f"rank{rank}.pt"))) for rank, code in enumerate(codes)):
+            failed_at = time.monotonic()
+        if failed_at is not None and time.monotonic() - failed_at >= FAILED_RANK_GRACE_S:
+            return
+        time.sleep(0.02)
 
 
 # What a rank's error says when it failed only because another rank stopped answering: it timed out waiting,
