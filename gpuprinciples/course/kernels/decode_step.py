@@ -25,11 +25,10 @@ Five launches per layer in all, besides attention's two: 7 instead of ~46.
 
 PDL (Programmatic Dependent Launch, sm_90+), on by default (`with pdl(False):` for a step without it): both
 kernels (and the fused step's attention) launch with `launch_pdl=True`, so each starts while the kernel before it
-drains: fused_linear
-loads its first weight tile (weights: no kernel of the step writes them) before `gdc_wait()`, and reads x, the
-residual and the position only after it. Every program waits, so a kernel's end still implies its
-predecessors' ends. Under the interpreter the PDL form of each kernel runs with the waits doing nothing: the
-same values.
+drains: fused_linear loads its first weight tile (weights: no kernel of the step writes them) before
+`gdc_wait()`, and reads x, the residual and the position only after it. Every program waits, so a kernel's end
+still implies its predecessors' ends. Under the interpreter the PDL form of each kernel runs with the waits doing
+nothing: the same values.
 """
 
 from __future__ import annotations
