@@ -117,6 +117,16 @@ def test_a_stub_is_not_attempted_and_does_not_start_a_process(submission):
     assert report.duration_s < 1.0  # recognised from the source: no child was spawned
 
 
+def test_a_stub_raised_from_a_helper_in_the_learners_file_is_not_attempted(tmp_path):
+    # not a pure stub (the source check passes it on), but the NotImplementedError comes from the learner's own
+    # file: still an unsolved exercise. One raised inside a library is an error (fusion/cos_cos_module_without_forward)
+    path = tmp_path / "helper_stub.py"
+    path.write_text("def _launch(x):\n    raise NotImplementedError('Exercise: write your solution here')\n\n\n"
+                    "def cos_cos(x):\n    y = x.contiguous()\n    return _launch(y)\n")
+    report = grade("fusion.cos_cos", from_path(f"{path}:cos_cos"))
+    assert report.status == NOT_ATTEMPTED, report.reasons
+
+
 def test_patching_torch_is_caught(submission):
     report = grade("fusion.cos_cos", submission("core/patches_torch.py", "cos_cos"))
     assert report.status == FAILED

@@ -125,3 +125,19 @@ def test_only_tensors_known_to_be_the_gpus_count():
     x = torch.randn(300)
     with placement.watch():
         x + torch.arange(300)
+
+
+def test_torch_func_runs_under_the_watch_as_without_it():
+    """torch.func's tensors are wrappers without a storage of their own: of no known place, never refused, and the
+    watch must not raise on them (it raised "Cannot access storage of TensorWrapper" inside torch.func.vjp, in
+    the learner's code, where a GPU, which has no watch, runs it)."""
+    x, w, g = torch.randn(5, 3), torch.randn(3, 4), torch.randn(5, 4)
+
+    def gradients():
+        _, pull = torch.func.vjp(lambda a, b: torch.tanh(a @ b), x, w)
+        return pull(g)
+
+    want = gradients()
+    with placement.watch(x):
+        got = gradients()
+    assert all(torch.equal(a, b) for a, b in zip(got, want))

@@ -175,6 +175,14 @@ def _describe_error(exc: BaseException, source_file: str) -> str:
     return text + where
 
 
+def _raised_by_a_stub(exc: BaseException, source_file: str) -> bool:
+    """A NotImplementedError raised in the learner's own file (the unsolved exercise's `raise`): not attempted.
+    One raised inside a library the learner called (torch.func under the grader's recording, an operator a
+    backend lacks) is an error of their attempt, to be reported in its own words."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return isinstance(exc, NotImplementedError) and bool(frames) and frames[-1].filename == source_file
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -265,7 +273,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
         written = [rec.written_check(t) for t in plain] if rec.track_stores else []
         result.watched.append(_watched_entry("graded call", seen, rec))
     except BaseException as exc:  # noqa: BLE001 - the learner's error, reported in words
-        result.not_attempted = isinstance(exc, NotImplementedError)
+        result.not_attempted = _raised_by_a_stub(exc, source_file)
         result.error = _describe_error(exc, source_file)
         result.tampered = _tampered(watch)
         return result

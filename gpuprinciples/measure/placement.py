@@ -67,8 +67,13 @@ def _tensors(tree) -> list[torch.Tensor]:
 
 
 def _key(t: torch.Tensor) -> int | None:
-    storage = t.untyped_storage()
-    return storage.data_ptr() if storage.nbytes() else None  # empty tensors share address 0
+    """Where t's storage lies; None for an empty tensor (they share address 0) and for a tensor without a storage
+    of its own (torch.func's wrappers, wrapper subclasses): of no known place, so never refused on a guess."""
+    try:
+        storage = t.untyped_storage()
+    except (NotImplementedError, RuntimeError):  # "Cannot access storage of TensorWrapper"
+        return None
+    return storage.data_ptr() if storage.nbytes() else None
 
 
 def _named_place(device) -> str | None:
