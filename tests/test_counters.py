@@ -188,3 +188,37 @@ def test_no_input_check_without_inputs():
     with counters.record() as rec:
         torch.ones(3) + 1
     assert rec.as_dict()["input_loads_changed"] is None
+
+
+# A kernel made an operator (PyTorch's way to let torch.compile trace it), PyTorch arithmetic hidden in one, and
+# an operator registered without a Python body: the first is a launch, the other two are PyTorch's work.
+@torch.library.triton_op("gpuprinciples_tests::copy", mutates_args={})
+def _copy_op(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    torch.library.wrap_triton(_copy_kernel)[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+    return y
+
+
+@torch.library.custom_op("gpuprinciples_tests::cos_cos", mutates_args=())
+def _hidden_cos_cos(x: torch.Tensor) -> torch.Tensor:
+    return x.cos().cos()
+
+
+_LIBRARY = torch.library.Library("gpuprinciples_tests_opaque", "DEF")
+_LIBRARY.define("cos_cos(Tensor x) -> Tensor")
+_LIBRARY.impl("cos_cos", lambda x: x.cos().cos(), "CompositeExplicitAutograd")
+
+
+def test_a_custom_operators_python_body_is_counted_as_if_written_inline():
+    x = torch.randn(100)
+    with counters.record() as rec:
+        y = _copy_op(x)
+    assert torch.equal(x, y)
+    assert rec.kernel_names == ["_copy_kernel"] and not rec.torch_compute_ops, rec.as_dict()
+    assert rec.torch_ops["gpuprinciples_tests::copy"] == 1  # seen (the profiler sees it too), not as compute
+    with counters.record() as rec:
+        _hidden_cos_cos(x)
+    assert rec.torch_compute_ops == {"cos": 2}, rec.as_dict()
+    with counters.record() as rec:  # no Python body to run: opaque, so counted as compute under its name
+        torch.ops.gpuprinciples_tests_opaque.cos_cos(x)
+    assert rec.torch_compute_ops == {"gpuprinciples_tests_opaque::cos_cos": 1}, rec.as_dict()

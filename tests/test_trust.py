@@ -305,7 +305,8 @@ def test_a_result_partly_written_outside_the_kernel_fails():
 def test_pytorch_work_hidden_in_a_custom_operator_is_counted():
     report = result("custom_op")
     assert report.status == FAILED
-    assert "learner::hidden_cos_cos" in reasons(report), report.reasons
+    # the operator's Python body runs in the counters' view: its two cos are PyTorch's work, named
+    assert "pytorch operators did work" in reasons(report) and "cos ×2" in reasons(report), report.reasons
 
 
 @uses("softmax_numpy_touch", "softmax_modes_off", "thread_compute")

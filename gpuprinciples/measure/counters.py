@@ -581,6 +581,23 @@ def _matmul_flops(func, args, kwargs, out) -> int:
         return 0
 
 
+def _python_body(func, args, kwargs):
+    """The Python function that implements a torch.library custom operator (`custom_op`, `triton_op`) for the
+    device a GPU would run this call on, or None (an operator registered in C++ or with `torch.library.Library`,
+    which stays opaque). Under the interpreter, the operator's "cuda" kernel where it has one: a GPU runs that."""
+    try:
+        from torch._library.custom_ops import OPDEFS  # torch >= 2.4: every custom_op by its qualified name
+        opdef = OPDEFS.get(func._schema.name)
+    except Exception:  # noqa: BLE001 - no such registry in this torch: every custom operator stays opaque
+        return None
+    if opdef is None:
+        return None
+    kernels = opdef._backend_fns
+    tensors = list(tensors_in(args)) + list(tensors_in(kwargs))
+    device = "cuda" if runtime.INTERPRETER else (tensors[0].device.type if tensors else None)
+    return kernels.get(device) or kernels.get(None)
+
+
 class _OpRecorder(TorchDispatchMode):
     """Counts for its own recording only: with nested recordings each mode sees every op once
     (an inner mode's call of `func` reaches the outer mode), so each adds to its own."""
@@ -591,17 +608,27 @@ class _OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        namespace = getattr(func, "namespace", "aten")
+        body = None if namespace in ("aten", "prims") or _state.in_triton else _python_body(func, args, kwargs)
+        if body is not None:
+            # a custom operator written in Python: run its body in view, as if written inline, so that its
+            # operators and its Triton launches count as any others do (a `triton_op` is a kernel; PyTorch
+            # arithmetic hidden in a `custom_op` is PyTorch's work). The call itself is counted, not as compute:
+            # the profiler sees it, and honesty.hidden_ops would otherwise take it for work done out of view
+            self.rec.torch_ops[f"{namespace}::{func.overloadpacket.__name__}"] += 1
+            with self:
+                return body(*args, **kwargs)
         out = func(*args, **kwargs)
         _active()
         name = func.overloadpacket.__name__
-        namespace = getattr(func, "namespace", "aten")
         if _state.in_triton:  # Triton's own (the interpreter's copies, an autotuner's cache flush)
             self.rec.torch_internal_ops[name if namespace in ("aten", "prims") else f"{namespace}::{name}"] += 1
             return out
         stack = [self.rec]
         if namespace not in ("aten", "prims"):
-            # a custom operator (torch.library): the operators inside it never reach this mode, so what it
-            # does is unseen; it counts as compute, named with its namespace (profiler markers do nothing)
+            # a custom operator without a Python body (registered in C++ or with torch.library.Library): the
+            # operators inside it never reach this mode, so what it does is unseen; it counts as compute, named
+            # with its namespace (profiler markers do nothing)
             name = f"{namespace}::{name}"
         inputs = list(tensors_in(args)) + list(tensors_in(kwargs))
         outputs = list(tensors_in(out))
