@@ -1,6 +1,9 @@
 """Lesson 04: amp.train_step graded for real (fp32 loss curve, first-step gradients, FLOPs by dtype,
 master weights), and wrong conversions failed for the right reason."""
 
+import warnings
+
+import pytest
 import torch
 
 from gpuprinciples.course.exercises import amp
@@ -41,3 +44,18 @@ def test_matmul_flops_by_dtype_under_cpu_autocast():
 def test_reference_solution_passes():
     report = grade("amp.train_step", amp.amp_step, seed=SEED)
     assert report.passed, report.reasons
+
+
+def test_autocast_for_cuda_casts_on_the_cpu_that_stands_in_for_a_gpu():
+    """Where PyTorch has no GPU, `torch.autocast("cuda")` and `torch.cuda.amp.autocast()` cast on the CPU (the
+    interpreter's stand-in), as they would on a GPU; PyTorch alone would disable them with a warning."""
+    from gpuprinciples.machine import runtime
+    if not runtime.INTERPRETER:
+        pytest.skip("a GPU autocasts for itself")
+    a, b = torch.randn(4, 8), torch.randn(8, 2)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        assert (a @ b).dtype == torch.bfloat16
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.cuda.amp.autocast is deprecated, still works
+        with torch.cuda.amp.autocast(dtype=torch.float16):
+            assert (a @ b).dtype == torch.float16

@@ -140,6 +140,24 @@ def _torch_cuda_stand_in() -> None:
     torch.cuda.device = device
 
 
+def _autocast_stand_in() -> None:
+    """`torch.autocast("cuda", ...)` (and `torch.cuda.amp.autocast`), where PyTorch has no GPU, autocasts on the CPU,
+    which holds the tensors a GPU would: code writes "cuda" out (PyTorch's own examples do), and without a GPU
+    PyTorch disabled the context with a warning, so a right mixed-precision step ran in fp32 here and failed
+    (amp.train_step: "only 0% of matmul FLOPs ran in bf16/fp16") where a GPU passes it."""
+    from torch.amp import autocast_mode
+    init = autocast_mode.autocast.__init__
+    if torch.cuda.is_available() or getattr(init, "_gp_stand_in", False):
+        return
+
+    @functools.wraps(init)
+    def __init__(self, device_type, *args, **kwargs):
+        init(self, "cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    __init__._gp_stand_in = True
+    autocast_mode.autocast.__init__ = __init__
+
+
 def _float_scalars_as_fp32(interp) -> None:
     """A GPU kernel receives a float argument as an fp32 scalar (`eps.to(tl.float32)` works); the
     interpreter passed a Python float (AttributeError: 'float' object has no attribute 'to')."""
@@ -501,6 +519,7 @@ def install_interpreter_shims() -> None:
     interp = interpreter_module()
     _stand_in_driver()
     _torch_cuda_stand_in()
+    _autocast_stand_in()
     _float_scalars_as_fp32(interp)
     _library_calls_in_interpreter(interp)
     _bf16_dots(interp)
