@@ -107,7 +107,9 @@ def _torch_cuda_stand_in() -> None:
     sizes grids with them (`torch.cuda.get_device_properties(x.device).multi_processor_count`, as Liger-Kernel's
     and Triton's persistent tutorials do; `torch.cuda.get_device_capability()[0] >= 9` to pick tensor
     descriptors), and failed here with "Torch not compiled with CUDA enabled" where a GPU runs it. `with
-    torch.cuda.device(...)` is a no-op. `torch.cuda.is_available()` still says False: nothing here claims a GPU."""
+    torch.cuda.device(...)` is a no-op, `torch.cuda.current_device()` is 0, and `torch.cuda.synchronize()` returns
+    at once (an interpreted kernel has finished when its launch returns; code copied from benchmarks calls it).
+    `torch.cuda.is_available()` still says False: nothing here claims a GPU."""
     from types import SimpleNamespace
     if torch.cuda.is_available() or getattr(torch.cuda.get_device_properties, "_gp_stand_in", False):
         return
@@ -134,7 +136,13 @@ def _torch_cuda_stand_in() -> None:
     def device(where):  # no GPU to select here: every device is "current"
         return contextlib.nullcontext()
 
-    for fn in (get_device_properties, get_device_capability, get_device_name):
+    def current_device():
+        return 0
+
+    def synchronize(device=None):
+        return None
+
+    for fn in (get_device_properties, get_device_capability, get_device_name, current_device, synchronize):
         fn._gp_stand_in = True
         setattr(torch.cuda, fn.__name__, fn)
     torch.cuda.device = device
