@@ -608,6 +608,7 @@ class _OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        _active()  # this thread's state, before reading it
         namespace = getattr(func, "namespace", "aten")
         body = None if namespace in ("aten", "prims") or _state.in_triton else _python_body(func, args, kwargs)
         if body is not None:
@@ -619,7 +620,6 @@ class _OpRecorder(TorchDispatchMode):
             with self:
                 return body(*args, **kwargs)
         out = func(*args, **kwargs)
-        _active()
         name = func.overloadpacket.__name__
         if _state.in_triton:  # Triton's own (the interpreter's copies, an autotuner's cache flush)
             self.rec.torch_internal_ops[name if namespace in ("aten", "prims") else f"{namespace}::{name}"] += 1
