@@ -141,3 +141,22 @@ def test_torch_func_runs_under_the_watch_as_without_it():
     with placement.watch(x):
         got = gradients()
     assert all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: torch.empty(x.shape, dtype=x.dtype, device="cuda"),
+    lambda x: torch.empty(x.shape, device=torch.device("cuda", 0)),
+    lambda x: torch.zeros_like(x, device="cuda:0"),
+    lambda x: torch.empty(x.shape).to("cuda"),
+    lambda x: torch.empty(x.shape).cuda(),
+    lambda x: x.new_empty(x.shape, device=0),
+], ids=["device='cuda'", "torch.device('cuda', 0)", "zeros_like cuda:0", ".to('cuda')", ".cuda()", "device=0"])
+def test_a_tensor_put_on_the_gpu_by_name_is_made_here_and_launches(make):
+    """PyTorch here has no GPU: `device="cuda"` raised "Torch not compiled with CUDA enabled" in the learner's code
+    where a GPU runs it. Under the watch the CPU stands in, and the tensor counts as the GPU's."""
+    x = torch.randn(100)
+    with placement.watch(x):
+        y = make(x)
+        assert y.device.type == "cpu"
+        assert torch.equal(_launch(x, y), x * 2)
+        assert x.cuda() is x  # `.cuda()` of a GPU tensor is the tensor itself, as on a GPU

@@ -12,7 +12,9 @@ the CPU's memory (host tensors):
   `host * 2`, a view of one), unless `device=` says otherwise.
 
 A `device=` or a `.to()` target counts as the GPU (in the learner's code it is `x.device`), as does `.cuda()`;
-a move that the CPU answers with the same tensor is answered with a copy, as a GPU would. A launch handed a
+a move that the CPU answers with the same tensor is answered with a copy, as a GPU would. One that names the GPU
+outright (`device="cuda"`, `.to("cuda")`, `.cuda()`) is made in the CPU's memory, which stands in for the GPU's:
+PyTorch here has none to put it in. A launch handed a
 host tensor (`launching`, around the interpreter's launch hook in counters.py) raises the GPU's error.
 
 PyTorch on a GPU refuses arithmetic that mixes the two memories too (`x + torch.arange(n)`: "Expected all
@@ -74,6 +76,33 @@ def _key(t: torch.Tensor) -> int | None:
     except (NotImplementedError, RuntimeError):  # "Cannot access storage of TensorWrapper"
         return None
     return storage.data_ptr() if storage.nbytes() else None
+
+
+def _gpu_as_cpu(device):
+    """A device argument that names the GPU ("cuda", "cuda:0", torch.device("cuda"), an index) as "cpu"."""
+    if isinstance(device, bool):
+        return device
+    if (isinstance(device, int) or (isinstance(device, str) and device.startswith("cuda"))
+            or (isinstance(device, torch.device) and device.type == "cuda")):
+        return "cpu"
+    return device
+
+
+def _cuda_here(t, *args, **kwargs):
+    return t  # `.cuda()` of a GPU tensor is the tensor itself; `_place` copies a host one, as a GPU would
+
+
+def _on_this_machine(func, args, kwargs):
+    """(what to call, args, kwargs) with the GPU named as the CPU. On a GPU machine `device="cuda"`, `.to("cuda")`
+    and `.cuda()` put a tensor in the GPU's memory; PyTorch here has no GPU and raised "Torch not compiled with CUDA
+    enabled" where a GPU runs the code. What they make still counts as the GPU's (`_place`)."""
+    if "device" in kwargs:
+        kwargs = {**kwargs, "device": _gpu_as_cpu(kwargs["device"])}
+    if func is torch.Tensor.to:
+        args = (args[0], *(_gpu_as_cpu(a) for a in args[1:]))
+    elif func is torch.Tensor.cuda:
+        return _cuda_here, args, kwargs
+    return func, args, kwargs
 
 
 def _named_place(device) -> str | None:
@@ -141,9 +170,10 @@ class HostTensors(TorchFunctionMode):
         kwargs = kwargs or {}
         if getattr(_local, "paused", False):  # Triton's own copies of a launch's arguments
             return func(*args, **kwargs)
+        call, args, kwargs = _on_this_machine(func, args, kwargs)
         inputs = _tensors((args, kwargs))
         self._refuse_mixing(func, inputs)
-        out = func(*args, **kwargs)
+        out = call(*args, **kwargs)
         outputs = _tensors(out)
         if not outputs:
             return out
