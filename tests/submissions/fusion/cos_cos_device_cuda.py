@@ -7,19 +7,11 @@ stands in for the GPU's, so it passes on both."""
 # verdict: passed
 import torch
 import triton
-import triton.language as tl
-
-
-@triton.jit
-def _cos_cos_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    y = tl.cos(tl.cos(tl.load(x_ptr + offs, mask=mask).to(tl.float32)))
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+from _kernels import cos_cos_kernel
 
 
 def cos_cos(x):
     x = x.cuda()  # the tensor itself, on a GPU
     y = torch.empty(x.shape, dtype=x.dtype, device="cuda")
-    _cos_cos_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    cos_cos_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
     return y
