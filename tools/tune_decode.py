@@ -337,6 +337,15 @@ def long_context():
 # -------------------------------------------------------------------------------------------------
 
 
+def filled_model(config, batch: int, context: int, fused: bool = False) -> Decoder:
+    """A model with room past `context` positions and its cache filled with noise (what the cache holds does not
+    change a step's time)."""
+    m = Decoder(config, batch=batch, max_seq=context + sizes(1024, 300), fused=fused)
+    m.k_cache.normal_()
+    m.v_cache.normal_()
+    return m
+
+
 def graph_time(m: Decoder, batch: int, context: int, rounds: int = 60) -> float:
     """Median seconds of one graphed step (eager on a CPU dry run), every call from `context` positions."""
     return time_step(m, batch, context, graph=DEV == "cuda", max_rounds=rounds if DEV == "cuda" else 2)
@@ -610,9 +619,7 @@ def batch_sweep():
     """8. batch sweep: LLAMA_1B graphed steps at 1024 positions, PyTorch's kernels at batch 1-256, fused at 1-8"""
     config, context = sizes((LLAMA_1B, 1024), (TINY, 16))
     batches = sizes((1, 4, 16, 64, 128, 256), (1, 2))
-    m = Decoder(config, batch=max(batches), max_seq=context + sizes(1024, 300))
-    m.k_cache.normal_()
-    m.v_cache.normal_()
+    m = filled_model(config, max(batches), context)
     copy = copy_ceiling()
     peak = calibrate.ceilings().bf16_flops if DEV == "cuda" else 1e12
     rows = []
@@ -689,9 +696,7 @@ def pdl():
     copy = copy_ceiling()
     rows = {}
     for label, config in sizes((("LLAMA_1B", LLAMA_1B), ("LLAMA_8B", LLAMA_8B)), (("TINY", TINY),)):
-        m = Decoder(config, batch=1, max_seq=context + sizes(1024, 300), fused=True)
-        m.k_cache.normal_()
-        m.v_cache.normal_()
+        m = filled_model(config, 1, context, fused=True)
         rows[label] = {"values": pdl_values(m, context)}
         need = decode_step_bytes(config, 1, context)
         print(f"   {label + ', decode step, batch 1, ' + str(context) + ' positions':56}{'ms':>8}{'tokens/s':>10}"
@@ -735,9 +740,7 @@ def step_splits():
     rows = {}
     default = dk.GPU_MIN_BLOCKS
     for label, config in sizes((("LLAMA_1B", LLAMA_1B), ("LLAMA_8B", LLAMA_8B)), (("TINY", TINY),)):
-        m = Decoder(config, batch=1, max_seq=context + sizes(1024, 300), fused=True)
-        m.k_cache.normal_()
-        m.v_cache.normal_()
+        m = filled_model(config, 1, context, fused=True)
         need = decode_step_bytes(config, 1, context)
         lens = torch.full((1,), context, dtype=torch.int32, device=DEV)
         token = torch.zeros(1, dtype=torch.long, device=DEV)

@@ -109,12 +109,17 @@ def _wait(exitcode, folder: str, world_size: int, deadline: float) -> None:
         codes = [exitcode(rank) for rank in range(world_size)]
         if all(code is not None for code in codes):
             return
-        if failed_at is None and any(code is not None and (code != 0 or not os.path.exists(
-                os.path.join(folder, f"rank{rank}.pt"))) for rank, code in enumerate(codes)):
+        if failed_at is None and any(code is not None and _ended_without_result(folder, rank, code)
+                                     for rank, code in enumerate(codes)):
             failed_at = time.monotonic()
         if failed_at is not None and time.monotonic() - failed_at >= FAILED_RANK_GRACE_S:
             return
         time.sleep(0.02)
+
+
+def _ended_without_result(folder: str, rank: int, code) -> bool:
+    """An ended rank that failed (a non-zero status) or left no saved value."""
+    return code != 0 or not os.path.exists(os.path.join(folder, f"rank{rank}.pt"))
 
 
 # What a rank's error says when it failed only because another rank stopped answering: it timed out waiting,
@@ -136,7 +141,7 @@ def _collect(folder: str, world_size: int, hung: list[int], exitcodes: list, tim
         return any(words in errors[r].lower() for words in LEFT_WAITING)
 
     dead = [rank for rank, code in enumerate(exitcodes) if rank not in errors and rank not in hung
-            and (code != 0 or not os.path.exists(os.path.join(folder, f"rank{rank}.pt")))]
+            and _ended_without_result(folder, rank, code)]
     if errors and not (dead and all(left_waiting(r) for r in errors)):
         # the first rank to fail is the interesting one; the others often only wait for it and fail
         rank = min(errors, key=lambda r: (left_waiting(r), r))
