@@ -140,6 +140,14 @@ def test_what_the_learner_prints_is_kept_apart(submission):
     assert "hello from the learner" in report.output
 
 
+def test_a_silent_submission_printed_nothing(submission):
+    """The grader's own noise is not the learner's: PyTorch's profiler (torch 2.13) logs each start and stop to
+    stderr, and every CPU report showed ten such lines under "your code printed"."""
+    report = grade("fusion.cos_cos", submission("fusion/cos_cos_device_cuda.py", "cos_cos"))
+    assert report.status == PASSED, report.reasons
+    assert report.output.strip() == ""
+
+
 def test_a_forged_message_is_refused_and_never_executed(submission, tmp_path):
     marker = "/tmp/gpuprinciples-pwned"
     if os.path.exists(marker):

@@ -21,6 +21,7 @@ The warm start is forkserver.py's.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -32,6 +33,11 @@ from pathlib import Path
 from . import channel
 from .forkserver import ForkServer
 from .processes import WORKER, child_environment, kill_tree
+
+# PyTorch's profiler (kineto) logs each start and stop to stderr in this form ("USDT:2026-12-05 08:16:24 26142:26142
+# SyncActivityProfilerHandler.cpp:52] profiler_start" in torch 2.13, whatever KINETO_LOG_LEVEL says). The grader's
+# watch starts it around every call, so without this filter each report showed ten such lines as the learner's.
+PROFILER_LOG = re.compile(r"^[A-Z]+:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \w+\.cpp:\d+\] .*\n?", re.MULTILINE)
 
 # ---------------------------------------------------------------------------------------------
 # The sandbox
@@ -152,8 +158,8 @@ class Sandbox:
         self._workdir.cleanup()
 
     def output(self) -> str:
-        """The last 4000 characters the child printed."""
+        """The last 4000 characters the child printed, PyTorch's profiler log taken out."""
         try:
-            return Path(self.log_path).read_text(errors="replace")[-4000:]
+            return PROFILER_LOG.sub("", Path(self.log_path).read_text(errors="replace"))[-4000:]
         except OSError:
             return ""
