@@ -157,6 +157,34 @@ def test_a_tensor_put_on_the_gpu_by_name_is_made_here_and_launches(make):
     x = torch.randn(100)
     with placement.watch(x):
         y = make(x)
-        assert y.device.type == "cpu"
+        assert y.is_cuda
         assert torch.equal(_launch(x, y), x * 2)
         assert x.cuda() is x  # `.cuda()` of a GPU tensor is the tensor itself, as on a GPU
+    assert y.device.type == "cpu"  # in the CPU's memory, which stood in for the GPU's
+
+
+def test_a_gpu_tensor_says_it_is_on_the_gpu():
+    """Launch code asks where its tensors are (`assert q.is_cuda`; `if x.device.type != "cuda": fallback`): the
+    GPU's tensors answer as on a GPU, a host tensor as the CPU's, and nothing changes outside the watch."""
+    x = torch.randn(10)
+    with placement.watch(x):
+        host = torch.empty(3)
+        made = torch.empty_like(x)
+        for t in (x, made):
+            assert t.is_cuda and not t.is_cpu and t.device == torch.device("cuda", 0) and t.get_device() == 0
+            assert t.device.type == "cuda" and str(t.device) == "cuda:0"
+        assert not host.is_cuda and host.is_cpu and host.device.type == "cpu" and host.get_device() == -1
+        assert torch.empty(3, device=x.device).is_cuda  # and a device so named is the GPU's
+    assert not x.is_cuda and x.device.type == "cpu"
+
+
+def test_a_modules_top_level_may_name_the_gpu():
+    """`DEVICE = torch.device("cuda")` and a table made with it at a module's top level, as Triton's tutorials
+    write scripts: made in the CPU's memory while the learner's module is imported."""
+    with pytest.raises((AssertionError, RuntimeError), match="CUDA"):
+        torch.zeros(4, device="cuda")
+    with placement.gpu_named_as_cpu():
+        table = torch.zeros(4, device=torch.device("cuda"))
+        moved = torch.ones(4).to("cuda")
+        copied = torch.ones(4).cuda()
+    assert all(t.device.type == "cpu" for t in (table, moved, copied))

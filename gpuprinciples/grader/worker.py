@@ -225,6 +225,12 @@ def _returned_problems(returned: list) -> list[str]:
     return bad
 
 
+def follows_placement(exercise) -> bool:
+    """A kernel exercise under the interpreter: the placement watch stands in for the GPU's memory."""
+    return (runtime.INTERPRETER and not exercise.forks_ranks
+            and any(type(r).__name__ == "LaunchesTriton" for r in exercise.requirements))
+
+
 def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dict, *,
              _record=counters.record, _tampered=_tampered, _portable=_portable,
              _tensors_in=counters.tensors_in, _Watch=observe.Watch, _placement=placement.watch) -> CaseResult:
@@ -242,7 +248,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
         return _Unwatched() if exercise.forks_ranks else _Watch(gpu, profile=profile)
 
     def placed(inputs):  # a kernel exercise under the interpreter: what a GPU refuses for host tensors is refused
-        return _placement(inputs) if profile and runtime.INTERPRETER and not exercise.forks_ranks else nullcontext()
+        return _placement(inputs) if follows_placement(exercise) else nullcontext()
 
     returned: list = []  # what the learner's function returned on the graded call, however `run` calls it
 
@@ -464,7 +470,7 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
         # forked now, before learner code or any case is in this process: distributed ranks come from it
         forkserver.Zygote.current = forkserver.Zygote(close_fds=(in_fd, out_fd)) if exercise.forks_ranks else None
         before = observe.snapshot()
-        with observe.armed():
+        with observe.armed(), placement.gpu_named_as_cpu() if follows_placement(exercise) else nullcontext():
             fn, source_file = load_function(job)
         left_at_import = {} if exercise.forks_ranks else observe.import_leftovers(*before)
     except BaseException as exc:  # noqa: BLE001

@@ -29,6 +29,7 @@ What this does not see (a gap, never a false refusal): tensors made before the c
 
 from __future__ import annotations
 
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -105,6 +106,31 @@ def _on_this_machine(func, args, kwargs):
     return func, args, kwargs
 
 
+# What a tensor says of its place, as a GPU's tensor says it: launch code asks (`assert x.is_cuda`, as FlashAttention's
+# Triton kernels do; `if x.device.type != "cuda": return reference(x)`, the fallback of many libraries), and here,
+# where the CPU's memory stands in for the GPU's, it answered "cpu", so a right kernel failed where a GPU passes it.
+# The grader's own code inside the call (an exercise's `run`) is told the truth.
+_GPU_ANSWERS = {torch.Tensor.is_cuda: True, torch.Tensor.is_cpu: False, torch.Tensor.device: torch.device("cuda", 0)}
+_GPU_DEVICE_INDEX = 0  # Tensor.get_device()
+_PACKAGE = __name__.split(".")[0]
+
+
+def _gpu_answer(func, args, is_host, caller: str):
+    """(True, the GPU tensor's answer) for a question of place that code outside this package asks of a tensor
+    the GPU would hold; else (False, None)."""
+    if func is torch.Tensor.get_device:
+        answer = _GPU_DEVICE_INDEX
+    else:
+        prop = getattr(func, "__self__", None)  # a property's getter: `x.is_cuda` arrives as its __get__
+        if not any(prop is known for known in _GPU_ANSWERS):
+            return False, None
+        answer = _GPU_ANSWERS[prop]
+    if (not args or not isinstance(args[0], torch.Tensor) or is_host(args[0])
+            or caller == _PACKAGE or caller.startswith(_PACKAGE + ".")):
+        return False, None
+    return True, answer
+
+
 def _named_place(device) -> str | None:
     """A `device=` or `.to()` target, named: the GPU's memory, whatever the name. On this machine `x.device`,
     `x.device.type` and `str(x.device)` all name the CPU where a GPU machine names the GPU; a "cpu" written out
@@ -170,6 +196,9 @@ class HostTensors(TorchFunctionMode):
         kwargs = kwargs or {}
         if getattr(_local, "paused", False):  # Triton's own copies of a launch's arguments
             return func(*args, **kwargs)
+        answered, answer = _gpu_answer(func, args, self.is_host, sys._getframe(1).f_globals.get("__name__", ""))
+        if answered:
+            return answer
         call, args, kwargs = _on_this_machine(func, args, kwargs)
         inputs = _tensors((args, kwargs))
         self._refuse_mixing(func, inputs)
@@ -188,6 +217,21 @@ class HostTensors(TorchFunctionMode):
                 if _key(t) is not None:
                     self.kept[_key(t)] = t
         return out
+
+
+class _GpuNamedAsCpu(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        call, args, kwargs = _on_this_machine(func, args, kwargs or {})
+        return call(*args, **kwargs)
+
+
+@contextmanager
+def gpu_named_as_cpu():
+    """While a learner's module is imported (its top level, outside the watched call): `DEVICE =
+    torch.device("cuda")` and a table made with it, as Triton's tutorials write them, are made in the CPU's memory,
+    where a GPU machine makes them in the GPU's. Nothing is followed: a module's tensors are of no known place."""
+    with _GpuNamedAsCpu():
+        yield
 
 
 def _copied(out):

@@ -109,6 +109,9 @@ def _torch_cuda_stand_in() -> None:
     descriptors), and failed here with "Torch not compiled with CUDA enabled" where a GPU runs it. `with
     torch.cuda.device(...)` is a no-op, `torch.cuda.current_device()` is 0, and `torch.cuda.synchronize()` returns
     at once (an interpreted kernel has finished when its launch returns; code copied from benchmarks calls it).
+    The current stream is the one every launch here runs in: `torch.cuda.current_stream()` (and
+    `default_stream()`) answer it, and `with torch.cuda.stream(s):` selects nothing. A side stream
+    (`torch.cuda.Stream()`) has no stand-in: the GPU's grader refuses launches on one.
     `torch.cuda.is_available()` still says False: nothing here claims a GPU."""
     from types import SimpleNamespace
     if torch.cuda.is_available() or getattr(torch.cuda.get_device_properties, "_gp_stand_in", False):
@@ -142,10 +145,23 @@ def _torch_cuda_stand_in() -> None:
     def synchronize(device=None):
         return None
 
-    for fn in (get_device_properties, get_device_capability, get_device_name, current_device, synchronize):
+    the_stream = SimpleNamespace(cuda_stream=0, synchronize=synchronize, query=lambda: True,
+                                 wait_stream=lambda other: None, wait_event=lambda event: None)
+
+    def current_stream(device=None):
+        return the_stream
+
+    def default_stream(device=None):
+        return the_stream
+
+    def stream(which):
+        return contextlib.nullcontext(which)
+
+    for fn in (get_device_properties, get_device_capability, get_device_name, current_device, synchronize,
+               current_stream, default_stream):
         fn._gp_stand_in = True
         setattr(torch.cuda, fn.__name__, fn)
-    torch.cuda.device = device
+    torch.cuda.device, torch.cuda.stream = device, stream
 
 
 def _autocast_stand_in() -> None:

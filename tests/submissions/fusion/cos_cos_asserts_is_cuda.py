@@ -1,0 +1,20 @@
+"""A right kernel whose host code checks where its tensors are, as FlashAttention's Triton kernels do (`assert
+q.is_cuda`) and many libraries' fall back to PyTorch off the GPU (`if x.device.type != "cuda"`). On a CPU every
+tensor said "cpu", so the assertion failed (or the fallback did the work) where a GPU passes the code; under the
+grader's watch a tensor the GPU would hold answers as the GPU's does (`is_cuda`, `device`, `get_device()`)."""
+# exercise: fusion.cos_cos
+# function: cos_cos
+# verdict: passed
+import torch
+import triton
+from _kernels import cos_cos_kernel
+
+
+def cos_cos(x):
+    assert x.is_cuda and not x.is_cpu and x.get_device() == 0, "expected a CUDA tensor"
+    if x.device.type != "cuda":  # the fallback never taken on a GPU
+        return torch.cos(torch.cos(x))
+    y = torch.empty_like(x)
+    assert y.device == x.device
+    cos_cos_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    return y
