@@ -175,7 +175,9 @@ def test_a_gpu_tensor_says_it_is_on_the_gpu():
             assert t.device.type == "cuda" and str(t.device) == "cuda:0"
         assert not host.is_cuda and host.is_cpu and host.device.type == "cpu" and host.get_device() == -1
         assert torch.empty(3, device=x.device).is_cuda  # and a device so named is the GPU's
+        assert triton.runtime.driver.active.get_active_torch_device() == x.device  # Triton's driver agrees
     assert not x.is_cuda and x.device.type == "cpu"
+    assert triton.runtime.driver.active.get_active_torch_device().type == "cpu"
 
 
 def test_a_modules_top_level_may_name_the_gpu():

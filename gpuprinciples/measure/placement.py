@@ -37,6 +37,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from ..toolchain import interpreter
 from . import bounds
 
 # Factories: no tensor argument tells where the result goes, so without `device=` it is the CPU's memory
@@ -230,7 +231,7 @@ def gpu_named_as_cpu():
     """While a learner's module is imported (its top level, outside the watched call): `DEVICE =
     torch.device("cuda")` and a table made with it, as Triton's tutorials write them, are made in the CPU's memory,
     where a GPU machine makes them in the GPU's. Nothing is followed: a module's tensors are of no known place."""
-    with _GpuNamedAsCpu():
+    with _GpuNamedAsCpu(), interpreter.gpu_stood_in():
         yield
 
 
@@ -248,7 +249,7 @@ def watch(inputs=()):
     outer = getattr(_local, "mode", None)
     _local.mode = mode
     try:
-        with mode:
+        with mode, interpreter.gpu_stood_in():
             yield mode
     finally:
         _local.mode = outer

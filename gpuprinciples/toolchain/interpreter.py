@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+import threading
 import warnings
 
 import torch
@@ -73,7 +74,9 @@ class _HopperStandIn:
         return compiling.compile_target()
 
     def get_active_torch_device(self):
-        return torch.device("cpu")  # where the interpreter's tensors live
+        # where the interpreter's tensors live; the GPU where the grader lets the CPU's memory stand in for the
+        # GPU's (its tensors then say cuda:0): Triton's tutorials assert `x.device == DEVICE`
+        return torch.device("cuda", 0) if getattr(_stood_in, "depth", 0) else torch.device("cpu")
 
     def get_current_device(self):
         return 0
@@ -94,6 +97,19 @@ class _HopperStandIn:
     get_benchmarker = get_device_interface = get_empty_cache_for_benchmark = _no_clock
 
 
+_stood_in = threading.local()
+
+
+@contextlib.contextmanager
+def gpu_stood_in():
+    """While the grader lets the CPU's memory stand in for the GPU's (this thread): the driver names the GPU."""
+    _stood_in.depth = getattr(_stood_in, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _stood_in.depth -= 1
+
+
 def _stand_in_driver() -> None:
     from triton.runtime import driver
     try:
@@ -104,14 +120,14 @@ def _stand_in_driver() -> None:
 
 def _torch_cuda_stand_in() -> None:
     """`torch.cuda`'s device queries, where PyTorch has no GPU, answer as the Triton stand-in does: launch code
-    sizes grids with them (`torch.cuda.get_device_properties(x.device).multi_processor_count`, as Liger-Kernel's
-    and Triton's persistent tutorials do; `torch.cuda.get_device_capability()[0] >= 9` to pick tensor
-    descriptors), and failed here with "Torch not compiled with CUDA enabled" where a GPU runs it. `with
-    torch.cuda.device(...)` is a no-op, `torch.cuda.current_device()` is 0, and `torch.cuda.synchronize()` returns
-    at once (an interpreted kernel has finished when its launch returns; code copied from benchmarks calls it).
-    The current stream is the one every launch here runs in: `torch.cuda.current_stream()` (and
-    `default_stream()`) answer it, and `with torch.cuda.stream(s):` selects nothing. A side stream
-    (`torch.cuda.Stream()`) has no stand-in: the GPU's grader refuses launches on one.
+    sizes grids with them (`torch.cuda.get_device_properties(x.device).multi_processor_count`, as Liger-Kernel's and
+    Triton's persistent tutorials do; `torch.cuda.get_device_capability()[0] >= 9` to pick tensor descriptors), and
+    failed here with "Torch not compiled with CUDA enabled" where a GPU runs it. `with torch.cuda.device(...)` (and
+    `device_of`, `set_device`) selects nothing, `torch.cuda.current_device()` is 0, NVTX ranges mark nothing, and
+    `torch.cuda.synchronize()` returns at once (an interpreted kernel has finished when its launch returns; code
+    copied from benchmarks calls it). The current stream is the one every launch here runs in:
+    `torch.cuda.current_stream()` (and `default_stream()`) answer it, and `with torch.cuda.stream(s):` selects
+    nothing. A side stream (`torch.cuda.Stream()`) has no stand-in: the GPU's grader refuses launches on one.
     `torch.cuda.is_available()` still says False: nothing here claims a GPU."""
     from types import SimpleNamespace
     if torch.cuda.is_available() or getattr(torch.cuda.get_device_properties, "_gp_stand_in", False):
@@ -136,8 +152,16 @@ def _torch_cuda_stand_in() -> None:
     def get_device_name(device=None):
         return props.name
 
-    def device(where):  # no GPU to select here: every device is "current"
-        return contextlib.nullcontext()
+    class device(contextlib.nullcontext):  # no GPU to select here: every device is "current" (a class, as
+        def __init__(self, where):      # PyTorch's is: code asks isinstance(d, torch.cuda.device))
+            super().__init__()
+            self.idx = 0
+
+    def device_of(tensor):
+        return device(tensor)
+
+    def set_device(where):
+        return None
 
     def current_device():
         return 0
@@ -158,10 +182,14 @@ def _torch_cuda_stand_in() -> None:
         return contextlib.nullcontext(which)
 
     for fn in (get_device_properties, get_device_capability, get_device_name, current_device, synchronize,
-               current_stream, default_stream):
+               current_stream, default_stream, device_of, set_device):
         fn._gp_stand_in = True
         setattr(torch.cuda, fn.__name__, fn)
     torch.cuda.device, torch.cuda.stream = device, stream
+    # NVTX ranges mark a profile (lesson 03); without CUDA PyTorch raised "NVTX functions not installed"
+    nvtx = torch.cuda.nvtx
+    nvtx.range_push = nvtx.range_pop = nvtx.mark = _does_nothing
+    nvtx.range = lambda *args, **kwargs: contextlib.nullcontext()
 
 
 def _autocast_stand_in() -> None:
@@ -484,6 +512,8 @@ def _autotune_by_compiling() -> None:
             # the compile pass (compilepass.py), which compiles every one in the GPU's own dtypes
             return [float("inf")] * 3
         if key not in ranked:
+            if config.pre_hook:  # as a GPU's autotuner calls it before timing: it may shape the arguments
+                config.pre_hook({**(self.nargs or {}), **meta, **config.all_kwargs()})  # (a descriptor's block)
             info = gpucompile.compile_launch(self.fn, args, {**meta, **config.all_kwargs()})
             if not info.ok and info.refusal not in ("assertion", "ptxas", "resources"):
                 raise gpucompile.GPUCompileError(f"while autotuning, configuration {config} was refused: {info.error}")
@@ -537,6 +567,33 @@ def _name_interpreter_limits(interp) -> None:
     interp.GridExecutor.__call__ = run
 
 
+class _LoopCounter(int):
+    """A `for i in tl.range(...)` counter: a tensor on a GPU (`i.to(tl.int64)`, for 64-bit offsets, compiles), a
+    Python int in Triton's interpreter, where `.to` raised AttributeError. Arithmetic on it stays an int, as before."""
+
+    def to(self, dtype, *args, **kwargs):
+        start = tl.int32 if -2**31 <= self < 2**31 else tl.int64
+        return tl.full([], int(self), start).to(dtype, *args, **kwargs)
+
+
+def _loop_counters_with_to(interp) -> None:
+    patch = interp._patch_lang
+    if getattr(patch, "_gp_counters", False):
+        return
+
+    @functools.wraps(patch)
+    def patched(fn):
+        scope = patch(fn)
+        for lang in (tl, tl.core):
+            counted = lang.range  # the interpreter's, for this launch
+            scope.set_attr(lang, "range", lambda *args, _counted=counted, **kwargs: map(_LoopCounter,
+                                                                                         _counted(*args, **kwargs)))
+        return scope
+
+    patched._gp_counters = True
+    interp._patch_lang = patched
+
+
 def install_interpreter_shims() -> None:
     if triton is None or not runtime.INTERPRETER:
         return
@@ -547,6 +604,7 @@ def install_interpreter_shims() -> None:
     _float_scalars_as_fp32(interp)
     _library_calls_in_interpreter(interp)
     _bf16_dots(interp)
+    _loop_counters_with_to(interp)
     _warmup_handles(interp)
     _autotune_by_compiling()
     _name_interpreter_limits(interp)

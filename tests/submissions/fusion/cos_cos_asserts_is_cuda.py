@@ -1,7 +1,8 @@
 """A right kernel whose host code checks where its tensors are, as FlashAttention's Triton kernels do (`assert
-q.is_cuda`) and many libraries' fall back to PyTorch off the GPU (`if x.device.type != "cuda"`). On a CPU every
-tensor said "cpu", so the assertion failed (or the fallback did the work) where a GPU passes the code; under the
-grader's watch a tensor the GPU would hold answers as the GPU's does (`is_cuda`, `device`, `get_device()`)."""
+q.is_cuda`; Triton's tutorials, `x.device == DEVICE`) and many libraries' fall back to PyTorch off the GPU (`if
+x.device.type != "cuda"`). On a CPU every tensor said "cpu", so the assertion failed (or the fallback did the work)
+where a GPU passes the code; under the grader's watch a tensor the GPU would hold answers as the GPU's does
+(`is_cuda`, `device`, `get_device()`)."""
 # exercise: fusion.cos_cos
 # function: cos_cos
 # verdict: passed
@@ -12,6 +13,7 @@ from _kernels import cos_cos_kernel
 
 def cos_cos(x):
     assert x.is_cuda and not x.is_cpu and x.get_device() == 0, "expected a CUDA tensor"
+    assert x.device == triton.runtime.driver.active.get_active_torch_device()  # as Triton's first tutorial asks
     if x.device.type != "cuda":  # the fallback never taken on a GPU
         return torch.cos(torch.cos(x))
     y = torch.empty_like(x)
