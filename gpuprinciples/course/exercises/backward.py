@@ -85,15 +85,16 @@ MATMULS = ValueExercise(
 
 F, T = False, True
 # (B, H, N, D, causal, layout); N a number or drawn by _odd (no tile of 16 or more divides it). Small on a CPU
-# (the interpreter), with N > B·H·D in some, where an N×N tensor is told apart from the outputs.
+# (the interpreter), with N > B·H·D in some, where an N×N tensor is told apart from the outputs; the strided
+# layout ([B, N, H, D] seen as [B, H, N, D]) in two batches, where the batch stride is not H × the head stride.
 SPECS = {
     "cpu": [(1, 1, _odd(3, 15), 32, F, "normal"), (1, 1, _odd(40, 60), 64, T, "normal"),
             (1, 2, _odd(130, 170), 32, F, "normal"), (1, 1, _odd(140, 180), 32, T, "normal"),
-            (2, 1, _odd(60, 90), 64, T, "large"), (1, 2, _odd(40, 80), 32, F, "strided"),
+            (2, 1, _odd(60, 90), 64, T, "large"), (2, 2, _odd(40, 80), 32, F, "strided"),
             (1, 1, 128, 128, T, "normal")],
     "gpu": [(1, 2, _odd(3, 40), 64, F, "normal"), (2, 2, _odd(200, 400), 64, T, "normal"),
             (2, 3, _odd(300, 700), 128, F, "normal"), (2, 2, _odd(500, 1000), 128, T, "normal"),
-            (1, 4, _odd(500, 1000), 64, T, "large"), (1, 3, _odd(200, 400), 128, F, "strided"),
+            (1, 4, _odd(500, 1000), 64, T, "large"), (2, 3, _odd(200, 400), 128, F, "strided"),
             (2, 2, 1024, 128, T, "normal"), (1, 2, 1536, 64, F, "normal")],
 }
 

@@ -65,11 +65,18 @@ def _odd(gen: torch.Generator, low: int, high: int) -> int:
 
 
 # The regime a GPU's timed inputs reach (2**27 elements, 4096 rows): more programs than an H200 has SMs, where a
-# persistent grid starts its second wave. On a CPU: one case just past it, at a block of 1024 elements / one row.
-ELEMENTS_PAST_SMS = Regime(f"more programs than an H200's {H200_SMS} SMs at BLOCK ≤ 1024",
-                           lambda gen: (H200_SMS * 1024 + _odd(gen, 1024, 3000),))
-ROWS_PAST_SMS = Regime(f"more rows than an H200's {H200_SMS} SMs", lambda gen: (_odd(gen, H200_SMS + 5, H200_SMS + 40),
-                                                                              _odd(gen, 20, 60)))
+# persistent grid starts its second wave, and past 8 waves of them, where a grid capped at a few programs per SM
+# (a persistent grid's size, or the fused-softmax tutorial's occupancy) leaves work undone unless it loops. On a
+# CPU: one case just past 8 waves, at a block of 1024 elements / one row per program.
+WAVES = 8
+ELEMENTS_PAST_SMS = Regime(f"more programs than an H200's {H200_SMS} SMs, {WAVES} times over, at BLOCK ≤ 1024",
+                           lambda gen: (WAVES * H200_SMS * 1024 + _odd(gen, 1024, 3000),))
+ROWS_PAST_SMS = Regime(f"more rows than an H200's {H200_SMS} SMs, {WAVES} times over",
+                       lambda gen: (_odd(gen, WAVES * H200_SMS + 5, WAVES * H200_SMS + 40), _odd(gen, 20, 60)))
+
+# A row wider than any block a kernel might cap itself at (8192): a row kernel holds the whole row in one block
+# (next_power_of_2) or loops over its columns; one that caps the block and does neither leaves columns undone.
+WIDE_ROW = 8193
 
 
 # -------------------------------------------------------------------------------------------------
@@ -208,7 +215,8 @@ def _softmax_cases(gen: torch.Generator, mode: str) -> list[Case]:
              ((_odd(gen, 5, 40), _odd(gen, 100, 700)), "normal", _odd(gen, 3, 50)),  # a column slice
              ((_odd(gen, 5, 40), _odd(gen, 4097, 5000)), "large", _odd(gen, 3, 50)),
              ((_odd(gen, 8, 30), _odd(gen, 30, 200)), "masked", 0),
-             ((_odd(gen, 8, 30), _odd(gen, 100, 300)), "special", 0)]  # a NaN or +inf makes its row NaN
+             ((_odd(gen, 8, 30), _odd(gen, 100, 300)), "special", 0),  # a NaN or +inf makes its row NaN
+             ((_odd(gen, 2, 6), _odd(gen, WIDE_ROW, WIDE_ROW + 800)), "normal", 0)]
     specs = [(*spec, "") for spec in specs] + [(shape, "normal", 0, f" ({regime})")
                                                for shape, regime in regime_specs((ROWS_PAST_SMS,), gen, mode)]
     cases = []
@@ -270,7 +278,8 @@ def _layernorm_cases(gen: torch.Generator, mode: str) -> list[Case]:
              ((_odd(gen, 20, 50), _odd(gen, 1000, 3000)), "large", 0, 1e-6),
              ((_odd(gen, 20, 60), _odd(gen, 100, 700)), "small", _odd(gen, 3, 50), 1e-3),  # a column slice
              ((_odd(gen, 30, 90), _odd(gen, 30, 200)), "offset", 0, 1e-5),
-             ((_odd(gen, 8, 30), _odd(gen, 100, 300)), "special", 0, 1e-5)]
+             ((_odd(gen, 8, 30), _odd(gen, 100, 300)), "special", 0, 1e-5),
+             ((_odd(gen, 2, 6), _odd(gen, WIDE_ROW, WIDE_ROW + 800)), "normal", 0, 1e-5)]
     specs = [(*spec, "") for spec in specs] + [(shape, "normal", 0, 1e-5, f" ({regime})")
                                                for shape, regime in regime_specs((ROWS_PAST_SMS,), gen, mode)]
     cases = []
