@@ -32,6 +32,21 @@ interpreter_only = pytest.mark.skipif(not runtime.INTERPRETER, reason="bytes are
 
 
 @interpreter_only
+def test_memory_written_counts_each_byte_once_however_often_it_is_written():
+    """An atomic sum adds into one float once per program: 10 programs store 40 bytes (and load them), but
+    what they keep in memory is 4 bytes (backward.attention_backward's dQ, added tile by tile, is dQ once)."""
+    x, out = torch.ones(640), torch.zeros(1)
+    with counters.record(stores=True) as rec:
+        _sum_kernel[(10,)](x, out, x.numel(), BLOCK=64)
+        copy(torch.randn(100))
+    assert out.item() == 640
+    assert rec.store_bytes == 40 + 400 and rec.store_footprint_bytes == 4 + 400
+    with counters.record() as untracked:
+        copy(torch.randn(10))
+    assert untracked.store_footprint_bytes is None
+
+
+@interpreter_only
 @pytest.mark.parametrize("n", [1, 63, 64, 65, 1000])
 def test_masked_lanes_are_not_counted(n):
     x = torch.randn(n)

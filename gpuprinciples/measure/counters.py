@@ -188,6 +188,15 @@ class Recording:
         return int(offsets.size - written.sum()), int((changed & written).sum())
 
     @property
+    def store_footprint_bytes(self) -> int | None:
+        """Distinct bytes the Triton stores and atomics of this recording wrote: what was kept in memory, however
+        often it was written (dQ added tile by tile is dQ once). None without record(stores=True)."""
+        if not self.track_stores:
+            return None
+        spans = [(addresses[:, None] + np.arange(itemsize)).reshape(-1) for addresses, itemsize, _ in self.stores]
+        return int(np.unique(np.concatenate(spans)).size) if spans else 0
+
+    @property
     def triton_launches(self) -> int:
         return len(self.launches)
 
@@ -205,6 +214,7 @@ class Recording:
             "kernel_names": self.kernel_names,
             "load_bytes": self.load_bytes,
             "store_bytes": self.store_bytes,
+            "store_footprint_bytes": self.store_footprint_bytes,
             "torch_ops": dict(self.torch_ops),
             "torch_compute_ops": dict(self.torch_compute_ops),
             "torch_bytes": self.torch_bytes,

@@ -162,10 +162,12 @@ def _function_cases(gen: torch.Generator, mode: str) -> list[Case]:
 # are exact in float64; a fast kernel rounds P and dS to them before each tl.dot. With scores of std 64 ("large")
 # P is nearly one-hot and a row of dS sums to zero from few large terms: a float64 emulation of exactly that
 # rounding (B=1 H=4 N=884 D=64 causal, bf16) is 0.136·RMS off in dQ, past the normal bf16 atol; an H200 run of the
-# package's kernel was 0.13·RMS off there. Hence 3× the atol for them.
+# package's kernel was 0.13·RMS off there. Hence 3× the atol for them. In float32 (graded on a CPU) the same
+# near-one-hot rows make the order of the sums show: right kernels with 64-row tiles, or dQ added atomically tile by
+# tile, were up to 6.4e-4·RMS off in dQ (6 of 60 draws past the old 3e-4); a wrong one is off by O(RMS).
 GRAD_TOLERANCES = {
     (torch.float32, "normal"): (1e-4, 1e-4),
-    (torch.float32, "large"): (1e-4, 3e-4),
+    (torch.float32, "large"): (1e-4, 3e-3),
     (torch.float16, "normal"): (1e-2, 2e-2),
     (torch.float16, "large"): (1e-2, 6e-2),
     (torch.bfloat16, "normal"): (5e-2, 1e-1),
@@ -246,25 +248,32 @@ def _compare_lse(got, want, case) -> list[str]:
 
 
 class StoresOnly(Requirement):
-    """Stored bytes ≤ `outputs` tensors of Q's size + per-row vectors (flash.row_vector_bytes, twice: the LSE
-    or δ, and scratch)."""
+    """The memory the kernels wrote (distinct bytes, however often each was written: dQ added atomically tile by
+    tile counts once) ≤ `outputs` tensors of Q's size, `accumulators` float32 ones (dQ summed in float32 before it
+    is cast, FlashAttention-2's way) and per-row vectors (flash.row_vector_bytes, twice: the LSE or δ, and
+    scratch)."""
 
     modes = ("cpu",)  # bytes are counted under the interpreter only
 
-    def __init__(self, outputs: int, what: str):
-        self.outputs, self.what = outputs, what
+    def __init__(self, outputs: int, what: str, accumulators: int = 0):
+        self.outputs, self.what, self.accumulators = outputs, what, accumulators
 
     def describe(self) -> str:
         return f"stores only {self.what} and per-row vectors: no N×N matrix in memory"
 
     def evaluate(self, counts, case):
         q = case.args[0]
-        allowed = self.outputs * q.numel() * q.element_size() + 2 * row_vector_bytes(case)
-        if counts["store_bytes"] > allowed:
+        allowed = ((self.outputs * q.element_size() + self.accumulators * 4) * q.numel()
+                   + 2 * row_vector_bytes(case))
+        written = counts.get("store_footprint_bytes")
+        written = counts["store_bytes"] if written is None else written
+        if written > allowed:
             B, H, N, D = q.shape
-            return (f"stored {_fmt_bytes(counts['store_bytes'])} in case {case.label}, where {self.what} and per-row "
-                    f"vectors are at most {_fmt_bytes(allowed)}: something N×N went to memory (P or dS?); one "
-                    f"N×N matrix per head is {_fmt_bytes(B * H * N * N * q.element_size())} here")
+            extra = f" (with {self.accumulators} float32 sum{'s' * (self.accumulators > 1)} of Q's shape)" \
+                if self.accumulators else ""
+            return (f"wrote {_fmt_bytes(written)} of memory in case {case.label}, where {self.what}{extra} and "
+                    f"per-row vectors are at most {_fmt_bytes(allowed)}: something N×N went to memory (P or dS?); "
+                    f"one N×N matrix per head is {_fmt_bytes(B * H * N * N * q.element_size())} here")
         return None
 
 
@@ -409,7 +418,8 @@ ATTENTION_BACKWARD = FunctionExercise(
     run=_run_tuple,
     compare=_compare_backward,
     requirements=(LaunchesTriton(), MaxLaunches(4), NoTorchCompute(), NoScoreMatrix(),
-                  StoresOnly(3, "dQ, dK, dV"), LoadsWithinBackwardBound()),
+                  StoresOnly(3, "dQ, dK, dV", accumulators=1),
+                  LoadsWithinBackwardBound()),
     timing=replace(_timing(False), also=(_timing(True, "causal"),)),
     timeout_s=240.0,
     solution="gpuprinciples.course.kernels.attention_backward:attention_backward",
