@@ -28,6 +28,7 @@ from triton.language.math import exp as math_exp
 from gpuprinciples import counters, gpucompile, runtime
 from gpuprinciples.course.catalog import all_exercises
 from gpuprinciples.course.kit import Case, CompilesForGPU, LaunchesTriton, UsesTensorCores
+from gpuprinciples.grader import display
 from gpuprinciples.grader.report import PASSED
 from gpuprinciples.toolchain import compat, compiling, interpreter
 
@@ -396,3 +397,9 @@ def test_an_interpreter_limit_is_reported_as_one():
         return
     text = _reasons("inline_asm_cos_cos")
     assert "interpreter cannot run kernel `cos_cos_asm`" in text and "may well be right on a gpu" in text
+    # nothing wrong was seen: not FAILED (a verdict on the learner's code) but ERROR, its values not judged
+    report = _reports()["inline_asm_cos_cos"]
+    assert report.status == "error" and not report.passed
+    correct, = (row for row in report.checks if row.name == "correct")
+    assert correct.passed is None and "cannot run under triton's cpu interpreter" in correct.detail.lower()
+    assert "\n  ERROR       raised on" in display.text(report)  # its reason is not worded as a failure either

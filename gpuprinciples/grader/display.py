@@ -132,6 +132,11 @@ def measurement_rows(report) -> list[tuple[str, str]]:
     return rows
 
 
+def reason_word(report) -> str:
+    """A loose reason's word: an ERROR report's reasons say why nothing could be decided, not what failed."""
+    return "ERROR" if report.status == "error" else "FAILED"
+
+
 def _loose_reasons(report) -> list[str]:
     """The reasons that no failed row of the checks table already shows."""
     in_rows = {row.detail for row in report.checks if row.passed is False}
@@ -143,7 +148,7 @@ def text(report, *, colour: bool = False) -> str:
     lines = [f"{_paint(status_word(report), colour)}  {report.exercise} — {report.title}"
              + (f"  [{mode}]" if mode else "")]
     for reason in _loose_reasons(report):
-        lines.append(f"  {_paint('FAILED', colour, _WIDTH)}  {reason}")
+        lines.append(f"  {_paint(reason_word(report), colour, _WIDTH)}  {reason}")
     for row in report.checks:
         word = ROW_WORD[row.passed]
         lines.append(f"  {_paint(word, colour, _WIDTH)}  {row.name}" + (f": {row.detail}" if row.detail else ""))
@@ -171,7 +176,7 @@ def html(report) -> str:
     word = status_word(report)
     coloured = not os.environ.get("NO_COLOR")
     return template("report.html.j2").render(
-        report=report, word=word, mode=_mode_line(report), reasons=_loose_reasons(report),
+        report=report, word=word, mode=_mode_line(report), reasons=_loose_reasons(report), why=reason_word(report),
         rows=[(ROW_WORD[r.passed], r.name, r.detail) for r in report.checks],
         measurements=measurement_rows(report), printed=report.output[-3000:] if report.output.strip() else "",
         hint=getattr(report, "hint", ""),

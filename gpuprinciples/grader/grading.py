@@ -214,12 +214,18 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
                 _timed_case_roof(exercise, case, result.output, report)
 
         phase("cases")
-        for reason in judge.case_reasons(verdicts):
+        case_reasons = judge.case_reasons(verdicts)
+        for reason in case_reasons:
             report.fail(reason)
         correct = sum(v.correct for v in verdicts)
         report.correct = correct == len(cases)
-        report.checks.append(CheckLine("correct", report.correct,
-                                       f"{correct} of {len(cases)} cases match the reference"))
+        beyond = sum(v.beyond_interpreter for v in verdicts)
+        # every case that was not right could not run here at all: this machine cannot judge the values
+        unjudged = bool(beyond) and correct + beyond == len(cases)
+        report.checks.append(CheckLine("correct", None if unjudged else report.correct, (
+            f"not judged: {beyond} of {len(cases)} cases cannot run under Triton's CPU interpreter"
+            + (f"; the other {correct} match the reference" if correct else "") if unjudged
+            else f"{correct} of {len(cases)} cases match the reference")))
         over_read = sum(bool(v.reads) for v in verdicts)
         if over_read:  # the per-element load rules (LiveLoads) failed: shown beside the values, not as them
             report.checks.append(CheckLine("loads", False, f"{over_read} of {len(cases)} cases loaded what they must "
@@ -244,6 +250,8 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
 
         if report.status == FAILED and not report.reasons:
             report.status = PASSED
+        if unjudged and report.status == FAILED and set(report.reasons) <= set(case_reasons):
+            report.status = ERROR  # nothing wrong was seen; what could not run here is for a GPU to grade
         if report.status == PASSED and exercise.timing is not None:
             if runtime.MODE == "gpu" and os.environ.get("GPUPRINCIPLES_UNTIMED"):
                 # the verdict-diff test compares the lines both machines judge: no time is claimed

@@ -41,6 +41,7 @@ NOT_JUDGED = "not judged: no case ran to completion"
 class CaseVerdict:
     case: Case
     error: str | None = None  # the learner's function raised (then nothing else was judged)
+    beyond_interpreter: bool = False  # ... because Triton's interpreter cannot run its kernel: not judged here
     problems: list[str] = field(default_factory=list)
     counts: dict | None = None  # the counters' evidence, when the function returned
     # what its kernels read that they must not (LoadReason): a failure, though its values may be right
@@ -61,7 +62,7 @@ def judge_case(exercise, case: Case, want, result: CaseResult, device: str) -> C
     """Compare one case's outcome with the reference `want` computed in the grader."""
     verdict = CaseVerdict(case)
     if result.error is not None:
-        verdict.error = result.error
+        verdict.error, verdict.beyond_interpreter = result.error, result.beyond_interpreter
         return verdict
     verdict.counts = result.counts
     where = f"case {case.label}"

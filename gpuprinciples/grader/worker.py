@@ -175,6 +175,18 @@ def _describe_error(exc: BaseException, source_file: str) -> str:
     return text + where
 
 
+def _beyond_interpreter(exc: BaseException) -> bool:
+    """Triton's interpreter could not run a kernel (interpreter.InterpreterLimit), however the learner's code
+    wrapped the error: the case says nothing of the kernel's values."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, interpreter.InterpreterLimit):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def _raised_by_a_stub(exc: BaseException, source_file: str) -> bool:
     """A NotImplementedError raised in the learner's own file (the unsolved exercise's `raise`): not attempted.
     One raised inside a library the learner called (torch.func under the grader's recording, an operator a
@@ -280,6 +292,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
         result.watched.append(_watched_entry("graded call", seen, rec))
     except BaseException as exc:  # noqa: BLE001 - the learner's error, reported in words
         result.not_attempted = _raised_by_a_stub(exc, source_file)
+        result.beyond_interpreter = _beyond_interpreter(exc)
         result.error = _describe_error(exc, source_file)
         result.tampered = _tampered(watch)
         return result

@@ -155,6 +155,7 @@ class CaseResult(Message):
     index: int = 0
     error: str | None = None
     not_attempted: bool = False
+    beyond_interpreter: bool = False  # the error is Triton's interpreter's limit (a GPU may run the kernel)
     inputs_changed: bool = False
     inputs_changed_while_read: bool = False
     aliases_input: bool = False
