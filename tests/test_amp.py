@@ -59,3 +59,15 @@ def test_autocast_for_cuda_casts_on_the_cpu_that_stands_in_for_a_gpu():
         warnings.simplefilter("ignore", FutureWarning)  # torch.cuda.amp.autocast is deprecated, still works
         with torch.cuda.amp.autocast(dtype=torch.float16):
             assert (a @ b).dtype == torch.float16
+    with torch.autocast("cuda"):  # no dtype: the GPU's default, float16 (the CPU's own would be bfloat16)
+        assert (a @ b).dtype == torch.float16
+    # the functional switches, as a hand-written step may use them
+    torch.set_autocast_dtype("cuda", torch.bfloat16)
+    torch.set_autocast_enabled("cuda", True)
+    try:
+        assert torch.is_autocast_enabled("cuda") and torch.get_autocast_dtype("cuda") == torch.bfloat16
+        assert (a @ b).dtype == torch.bfloat16
+    finally:
+        torch.set_autocast_enabled("cuda", False)
+        torch.set_autocast_dtype("cuda", torch.bfloat16)  # the CPU's default, which stands for both here
+    assert (a @ b).dtype == torch.float32

@@ -203,11 +203,27 @@ def _autocast_stand_in() -> None:
         return
 
     @functools.wraps(init)
-    def __init__(self, device_type, *args, **kwargs):
-        init(self, "cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+    def __init__(self, device_type, dtype=None, *args, **kwargs):
+        if device_type == "cuda":  # and the GPU's default dtype, float16 (the CPU's is bfloat16)
+            device_type, dtype = "cpu", torch.float16 if dtype is None else dtype
+        init(self, device_type, dtype, *args, **kwargs)
 
     __init__._gp_stand_in = True
     autocast_mode.autocast.__init__ = __init__
+    # the functional switches, `torch.set_autocast_enabled("cuda", True)` and friends
+    for name in ("set_autocast_enabled", "set_autocast_dtype", "is_autocast_enabled", "get_autocast_dtype"):
+        original = getattr(torch, name, None)
+        if original is not None:
+            setattr(torch, name, _cuda_as_cpu(original))
+
+
+def _cuda_as_cpu(fn):
+    @functools.wraps(fn)
+    def on_cpu(*args, **kwargs):
+        if args and args[0] == "cuda":
+            args = ("cpu", *args[1:])
+        return fn(*args, **kwargs)
+    return on_cpu
 
 
 def _float_scalars_as_fp32(interp) -> None:

@@ -102,13 +102,16 @@ def _run(fn, args, kwargs):
     (recipe,) = args
     if kwargs.get("timed"):
         return _time_on_gpu(fn, recipe)
-    model, tokens, _ = build(recipe, runtime.DEVICE)
+    model, tokens, targets = build(recipe, runtime.DEVICE)
     with torch.no_grad():
+        loss = model.loss(tokens, targets).item()  # before the learner's function, which may change the model
         padded = fn(model)
     shapes = MatmulShapes()
     with torch.no_grad(), shapes:
         logits = padded(tokens)
-    return {"logits": logits, "matmuls": [list(c) for c in shapes.calls]}
+    with torch.no_grad():  # what training would minimise: a padded logit must not enter its softmax
+        padded_loss = padded.loss(tokens, targets).item() if hasattr(padded, "loss") else None
+    return {"logits": logits, "matmuls": [list(c) for c in shapes.calls], "loss": loss, "padded_loss": padded_loss}
 
 
 def _time_on_gpu(fn, recipe: dict) -> dict:
@@ -167,6 +170,11 @@ def _compare(got, want, case: Case) -> list[str]:
             reasons.append(f"the logits on the real vocabulary changed{where}: max error {err:.3g}, allowed "
                            f"{tol:.3g} ({OUTPUT_RTOL[recipe['dtype']]:g} of the largest logit). Padded weights "
                            "must be zero where they meet real channels")
+        loss, padded_loss = got.get("loss"), got.get("padded_loss")
+        if padded_loss is not None and not abs(padded_loss - loss) <= 2 * tol:  # log-sum-exp minus a logit
+            reasons.append(f"the padded model's loss is {padded_loss:.6g} where the original's is {loss:.6g}{where}: "
+                           "its padded logits enter the softmax. Keep `vocab` the real vocabulary (the loss reads "
+                           "only the first `vocab` logits)")
     calls = [tuple(c) for c in got["matmuls"]]
     if not calls:
         reasons.append(f"no matmul ran in the padded model's forward{where}")
