@@ -183,7 +183,7 @@ def test_a_gpu_tensor_says_it_is_on_the_gpu():
 def test_a_modules_top_level_may_name_the_gpu():
     """`DEVICE = torch.device("cuda")` and a table made with it at a module's top level, as Triton's tutorials
     write scripts: made in the CPU's memory while the learner's module is imported."""
-    with pytest.raises((AssertionError, RuntimeError), match="CUDA"):
+    with pytest.raises((AssertionError, RuntimeError)):  # "Torch not compiled with CUDA", or "no NVIDIA driver"
         torch.zeros(4, device="cuda")
     with placement.gpu_named_as_cpu():
         table = torch.zeros(4, device=torch.device("cuda"))
