@@ -2,11 +2,11 @@
 # function: softmax
 # verdict: failed
 # cpu-says: not written by a triton store
-# cpu-says: more rows than an h200's 132 sms, 8 times over
+# cpu-says: more rows than an h200's 132 sms, 4 times over
 # gpu-says: wrong on the large timing input
 """A grid of four programs per SM, sized as a persistent kernel's, but one row per program and no row loop: rows past
 4 × 132 = 528 are never written. The CPU's cases stopped at about 172 rows and passed it, where an H200's timed
-input (4096 rows) fails it; the CPU's largest case now has more rows than 8 waves of programs."""
+input (4096 rows) fails it; the CPU's largest case now has more rows than four programs per SM can cover."""
 import torch
 import triton
 import triton.language as tl
