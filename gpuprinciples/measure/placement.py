@@ -14,8 +14,11 @@ the CPU's memory (host tensors):
 A `device=` or a `.to()` target counts as the GPU (in the learner's code it is `x.device`), as does `.cuda()`;
 a move that the CPU answers with the same tensor is answered with a copy, as a GPU would. One that names the GPU
 outright (`device="cuda"`, `.to("cuda")`, `.cuda()`) is made in the CPU's memory, which stands in for the GPU's:
-PyTorch here has none to put it in. A launch handed a
-host tensor (`launching`, around the interpreter's launch hook in counters.py) raises the GPU's error.
+PyTorch here has none to put it in (so too at a module's top level, `gpu_named_as_cpu`, while the learner's
+module is imported). A launch handed a host tensor (`launching`, around the interpreter's launch hook in
+counters.py) raises the GPU's error. Asked where it is (`is_cuda`, `device`, `get_device()`), a tensor the GPU
+would hold answers as the GPU's does, and Triton's stand-in driver names the GPU as well; the grader's own code
+is told the truth.
 
 PyTorch on a GPU refuses arithmetic that mixes the two memories too (`x + torch.arange(n)`: "Expected all
 tensors to be on the same device"), a CPU scalar (a 0-dim tensor) excepted. The watch refuses it as well, for
@@ -133,9 +136,9 @@ def _gpu_answer(func, args, is_host, caller: str):
 
 
 def _named_place(device) -> str | None:
-    """A `device=` or `.to()` target, named: the GPU's memory, whatever the name. On this machine `x.device`,
-    `x.device.type` and `str(x.device)` all name the CPU where a GPU machine names the GPU; a "cpu" written out
-    cannot be told from them, and refusing a right kernel would be worse than missing a wrong one."""
+    """A `device=` or `.to()` target, named: the GPU's memory, whatever the name. Code outside the watch (and the
+    grader's own) sees the CPU in `x.device`, and a "cpu" written out cannot be told from it; refusing a right kernel
+    would be worse than missing a wrong one."""
     named = isinstance(device, (str, torch.device, int)) and not isinstance(device, bool)  # .to(dtype, non_blocking)
     return DEVICE if named else None
 
