@@ -237,10 +237,14 @@ def _returned_problems(returned: list) -> list[str]:
     return bad
 
 
+def launches_triton(exercise) -> bool:
+    """A kernel exercise: its PyTorch work is counted and limited."""
+    return any(type(r).__name__ == "LaunchesTriton" for r in exercise.requirements)
+
+
 def follows_placement(exercise) -> bool:
     """A kernel exercise under the interpreter: the placement watch stands in for the GPU's memory."""
-    return (runtime.INTERPRETER and not exercise.forks_ranks
-            and any(type(r).__name__ == "LaunchesTriton" for r in exercise.requirements))
+    return runtime.INTERPRETER and not exercise.forks_ranks and launches_triton(exercise)
 
 
 def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dict, *,
@@ -253,7 +257,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
     runner = exercise.run or (lambda f, a, k: f(*a, **k))
     # the profiler for kernel exercises (their PyTorch work is counted and limited); threads and processes
     # for all but those whose ranks the grader starts itself
-    profile = any(type(r).__name__ == "LaunchesTriton" for r in exercise.requirements)
+    profile = launches_triton(exercise)
     gpu = device != "cpu"
 
     def watching(gpu):

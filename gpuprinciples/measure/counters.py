@@ -193,8 +193,22 @@ class Recording:
         often it was written (dQ added tile by tile is dQ once). None without record(stores=True)."""
         if not self.track_stores:
             return None
+        if not self.stores:
+            return 0
+        sizes = {itemsize for _, itemsize, _ in self.stores}
+        starts = np.concatenate([addresses for addresses, _, _ in self.stores])
+        # elements of one size at aligned addresses are the same or do not overlap at all: count elements, on a
+        # map of the span they lie in (a sort of half a million addresses took 0.17 s, byte by byte 1.5 s)
+        if len(sizes) == 1 and not (starts % (itemsize := sizes.pop())).any():
+            low = int(starts.min())
+            cells = (int(starts.max()) - low) // itemsize + 1
+            if cells <= 8 * starts.size:
+                covered = np.zeros(cells, dtype=bool)
+                covered[(starts - low) // itemsize] = True
+                return int(covered.sum()) * itemsize
+            return int(np.unique(starts).size) * itemsize
         spans = [(addresses[:, None] + np.arange(itemsize)).reshape(-1) for addresses, itemsize, _ in self.stores]
-        return int(np.unique(np.concatenate(spans)).size) if spans else 0
+        return int(np.unique(np.concatenate(spans)).size)
 
     @property
     def triton_launches(self) -> int:

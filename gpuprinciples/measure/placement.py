@@ -119,9 +119,10 @@ _GPU_DEVICE_INDEX = 0  # Tensor.get_device()
 _PACKAGE = __name__.split(".")[0]
 
 
-def _gpu_answer(func, args, is_host, caller: str):
+def _gpu_answer(func, args, is_host):
     """(True, the GPU tensor's answer) for a question of place that code outside this package asks of a tensor
-    the GPU would hold; else (False, None)."""
+    the GPU would hold; else (False, None). Called for every operation under the watch: the asker's frame is read
+    only for a question of place."""
     if func is torch.Tensor.get_device:
         answer = _GPU_DEVICE_INDEX
     else:
@@ -129,6 +130,7 @@ def _gpu_answer(func, args, is_host, caller: str):
         if not any(prop is known for known in _GPU_ANSWERS):
             return False, None
         answer = _GPU_ANSWERS[prop]
+    caller = sys._getframe(2).f_globals.get("__name__", "")  # (1 is the mode's __torch_function__)
     if (not args or not isinstance(args[0], torch.Tensor) or is_host(args[0])
             or caller == _PACKAGE or caller.startswith(_PACKAGE + ".")):
         return False, None
@@ -200,7 +202,7 @@ class HostTensors(TorchFunctionMode):
         kwargs = kwargs or {}
         if getattr(_local, "paused", False):  # Triton's own copies of a launch's arguments
             return func(*args, **kwargs)
-        answered, answer = _gpu_answer(func, args, self.is_host, sys._getframe(1).f_globals.get("__name__", ""))
+        answered, answer = _gpu_answer(func, args, self.is_host)
         if answered:
             return answer
         call, args, kwargs = _on_this_machine(func, args, kwargs)

@@ -596,14 +596,16 @@ def _loop_counters_with_to(interp) -> None:
     patch = interp._patch_lang
     if getattr(patch, "_gp_counters", False):
         return
+    pristine = {tl: tl.range, tl.core: tl.core.range}
 
     @functools.wraps(patch)
     def patched(fn):
         scope = patch(fn)
-        for lang in (tl, tl.core):
-            counted = lang.range  # the interpreter's, for this launch
-            scope.set_attr(lang, "range", lambda *args, _counted=counted, **kwargs: map(_LoopCounter,
-                                                                                         _counted(*args, **kwargs)))
+        for lang, own in pristine.items():
+            counted = lang.range  # the interpreter's for this launch, where it replaced the language's own
+            if counted is not own:
+                scope.set_attr(lang, "range", lambda *args, _counted=counted, **kwargs: map(
+                    _LoopCounter, _counted(*args, **kwargs)))
         return scope
 
     patched._gp_counters = True

@@ -315,8 +315,8 @@ ATTENTION_SPECS = {
         "gpu": [(1, 1, 1, 32, T, "normal"), (1, 2, _odd(3, 40), 64, T, "normal"), (2, 2, 512, 64, T, "normal"),
                 (2, 2, _odd(500, 1000), 128, T, "normal"), (2, 2, _odd(200, 400), 32, T, "large")],
     },
-    # everything at once, and q, k, v in layouts of their own: two batches of them, so a kernel that steps from one
-# batch to the next by H × the head stride (true only of a contiguous [B, H, N, D]) is wrong
+    # everything at once, and q, k, v in layouts of their own: two batches of them, so a kernel that steps from
+    # one batch to the next by H × the head stride (true only of a contiguous [B, H, N, D]) is wrong
     "flash.attention": {
         "cpu": [(1, 1, 1, 32, F, "normal"), (1, 1, _odd(3, 15), 64, T, "normal"),
                 (1, 2, _odd(130, 180), 64, F, "normal"), (2, 1, _odd(70, 140), 32, T, "normal"),
