@@ -8,6 +8,7 @@ import torch
 
 from gpuprinciples.course.exercises import checkpoint as ck
 from gpuprinciples.grader.grading import grade
+from gpuprinciples.sandbox.submission import from_path
 
 SUBMISSIONS = Path(__file__).parent / "submissions" / "checkpoint"
 per_block = runpy.run_path(str(SUBMISSIONS / "per_block.py"))["fit_budget"]  # the old budget's answer
@@ -63,3 +64,26 @@ def test_the_reference_recomputes_only_the_fc1_of_every_other_block():
 def test_reference_solution_passes():
     report = grade("checkpoint.fit_budget", ck.fit_budget, seed=SEED)
     assert report.passed, report.reasons
+
+
+def test_every_grade_judges_the_same_shapes():
+    """A step's memory and FLOPs, as fractions of the plain step's, follow the shapes, not the values: the seed
+    draws only the weights and tokens, so no scheme's verdict depends on which seed a grade drew."""
+    def shapes(seed):
+        cases = ck._cases(torch.Generator().manual_seed(seed), "cpu")
+        return [{k: v for k, v in c.args[0].items() if k != "seed"} for c in cases]
+
+    assert shapes(1) == shapes(2) == shapes(SEED)
+    assert len({c.args[0]["seed"] for c in ck._cases(torch.Generator().manual_seed(1), "cpu")}) > 1
+
+
+def test_a_scheme_near_the_budget_gets_one_verdict_for_every_seed():
+    """The alternation with a selective policy that also saves fc2's output peaks at 38-55% of the plain step's,
+    by shape: it used to pass or fail by the seed's draw. Now it fails with every seed, for the same reasons,
+    and is not told to avoid one segment (it has none)."""
+    fixture = from_path(f"{SUBMISSIONS / 'selective_saves_fc2.py'}:fit_budget")
+    reports = [grade("checkpoint.fit_budget", fixture, seed=seed) for seed in (1, 2, SEED)]
+    assert [r.status for r in reports] == ["failed"] * 3, [r.reasons for r in reports]
+    assert reports[0].reasons == reports[1].reasons == reports[2].reasons  # the same bytes counted every time
+    said = " ".join(reports[0].reasons)
+    assert "55% of the plain step's" in said and "the budget is 50%" in said and "one segment" not in said

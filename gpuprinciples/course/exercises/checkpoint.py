@@ -37,13 +37,18 @@ from gpuprinciples.measure.counters import tensors_in
 
 _compare_timed = timing.compare  # bound when the grader imports this, before the learner's module loads
 
-# Every case shape the grader draws was measured with the reference (the alternating scheme below):
-# held ≤ 42%, peak ≤ 48%, recomputed ≤ 0.27 of a forward; checkpointing every block recomputes
-# 0.44-0.49; saving fc1's output in every block holds 55-63%.
+# The grader's five case shapes (`_cases`, the same in every grade), measured with the reference (the alternating
+# scheme below): held ≤ 42%, peak ≤ 48%, recomputed ≤ 0.27 of a forward; checkpointing every block recomputes
+# 0.46-0.48; saving fc1's output in every block holds 56-61%. A scheme between those can land near the budget on
+# some shape (the reference's alternation with fc2's output saved too peaks at 55%): it gets that shape's verdict
+# in every grade.
 BUDGET = 0.50  # held and peak activation bytes, as a fraction of the plain step's
 MAX_RECOMPUTE = 0.30  # extra backward matmul FLOPs, as a fraction of one plain forward's
 GPU_PEAK_BUDGET = 0.6  # on a GPU: torch.cuda.max_memory_allocated above the step's start, vs plain
 MAX_SLOWDOWN = 2.0  # on a GPU: the median step time, vs plain
+# A peak this close to the plain step's with little held after the forward: one checkpoint around all the blocks
+# or nearly all (86-94% on the cases below); shorter regions and selective policies over the budget peak lower.
+ONE_SEGMENT_PEAK = 0.8
 
 
 def fit_budget(model, x, y):
@@ -210,6 +215,13 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:.2f} MiB"
 
 
+def _share(part: float, whole: float) -> str:
+    """part / whole in percent: one decimal where a whole percent would show a share over the budget as the
+    budget itself ("50% of the plain step's; the budget is 50%")."""
+    share = part / whole
+    return f"{share:.1%}" if share > BUDGET and round(share, 2) <= BUDGET else f"{share:.0%}"
+
+
 def _compare(got, want, case: Case) -> list[str]:
     where = f" (case {case.label})"
     if case.kwargs.get("timed"):
@@ -232,13 +244,23 @@ def _compare(got, want, case: Case) -> list[str]:
                 reasons.append(f"the gradient of {name} differs from the plain step's by {err:.2g} (relative)"
                                f"{where}: checkpointing must not change the gradients")
                 break
+    held_fits = got["held"] <= BUDGET * want["held"]
     for what, explain in (("held", "kept for backward when the forward returns"),
                           ("peak", "alive at the worst moment of forward and backward")):
         if got[what] > BUDGET * want[what]:
-            extra = (" Checkpointing everything as one segment keeps little during the forward but recomputes "
-                     "all of it at once in backward: the peak is unchanged." if what == "peak"
-                     and got["held"] <= BUDGET * want["held"] else "")
-            reasons.append(f"activation bytes {explain}: {_mib(got[what])}, {got[what] / want[what]:.0%} of the "
+            if what == "held":
+                extra = (" To fit, checkpoint more of the blocks whole or keep less in the others: backward reads "
+                         "fc1's output (for GELU) but never fc2's, which only feeds the residual addition.")
+            elif not held_fits:
+                extra = ""  # the held sentence says what to do, and keeping less lowers the peak too
+            elif got["peak"] >= ONE_SEGMENT_PEAK * want["peak"]:
+                extra = (" Checkpointing everything as one segment keeps little during the forward but recomputes "
+                         "all of it at once in backward: the peak is unchanged.")
+            else:  # the peak is what the forward keeps plus what backward rebuilds on top of it
+                extra = (f" The forward keeps {_share(got['held'], want['held'])}, and backward rebuilds each "
+                         "checkpointed region on top of that: rebuild less at once (regions of one block), or keep "
+                         "less after the forward (backward never reads fc2's output).")
+            reasons.append(f"activation bytes {explain}: {_mib(got[what])}, {_share(got[what], want[what])} of the "
                            f"plain step's {_mib(want[what])}{where}; the budget is {BUDGET:.0%}.{extra}")
     if got["forward_flops"] > 1.01 * want["forward_flops"]:
         reasons.append(f"the forward did {got['forward_flops'] / want['forward_flops']:.2f}× the plain forward's "
@@ -276,15 +298,20 @@ def _cases(gen: torch.Generator, mode: str) -> list[Case]:
     def seed():
         return int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
 
-    def pick(*options):
-        return options[int(torch.randint(0, len(options), (1,), generator=gen))]
-
+    # The shapes are fixed and every grade judges all of them; the seed draws only the weights and tokens.
+    # What a scheme keeps, as a fraction of the plain step's, depends on the shapes (hidden / d_model, the
+    # vocabulary, the number of blocks), not on the values: when one shape was drawn per grade, a scheme near the
+    # budget (whole blocks alternating with a selective policy that also saves fc2's output: a peak of 38-55% of
+    # the plain step's, by shape) passed one grade and failed the next. These span what used to be drawn, the
+    # hardest draws included, so a verdict is the same for every seed.
     base = dict(vocab=256, d_model=64, hidden=256, n_layers=12, batch=4, seq=128)
-    recipes = [dict(base, seed=seed()),
-               dict(base, seed=seed(), n_layers=pick(9, 10, 16), d_model=pick(48, 80), hidden=pick(192, 320)),
-               dict(base, seed=seed(), vocab=pick(300, 500), batch=2, seq=pick(100, 160))]
-    cases = [Case(f"{r['n_layers']} layers d={r['d_model']} hidden={r['hidden']} tokens={r['batch'] * r['seq']}",
-                  (r,)) for r in recipes]
+    recipes = [dict(base, seed=seed()),  # the lesson's model
+               dict(base, seed=seed(), n_layers=10, d_model=80, hidden=192),  # narrow hidden: the most memory kept
+               dict(base, seed=seed(), n_layers=9, d_model=48, hidden=320),  # an odd count: the most recomputed
+               dict(base, seed=seed(), n_layers=16, d_model=80, hidden=192),  # the most blocks
+               dict(base, seed=seed(), vocab=500, batch=2, seq=100)]  # a large head on few tokens
+    cases = [Case(f"{r['n_layers']} layers d={r['d_model']} hidden={r['hidden']} vocab={r['vocab']} "
+                  f"tokens={r['batch'] * r['seq']}", (r,)) for r in recipes]
     if mode == "gpu":
         big = dict(vocab=8192, d_model=1024, hidden=4096, n_layers=16, batch=8, seq=1024, seed=seed())
         cases.append(Case("16 layers d=1024 hidden=4096 tokens=8192 (GPU memory and time)", (big,),
