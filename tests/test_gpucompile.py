@@ -201,6 +201,20 @@ def test_every_triton_exercise_asks_that_a_gpu_accept_it():
             assert kinds.index(CompilesForGPU) == kinds.index(LaunchesTriton) + 1
 
 
+def test_the_compile_pass_compiles_every_timed_input_of_every_kernel_exercise():
+    """The GPU times (and checks) inputs larger than its cases: each is a compile-pass case, its large
+    floating-point tensors sent as their layout only, made without drawing values (a 2^28 randn takes seconds)."""
+    from gpuprinciples.grader import compilepass
+    for exercise in all_exercises().values():
+        if LaunchesTriton not in [type(r) for r in getattr(exercise, "requirements", ())] or not exercise.timing:
+            continue
+        timed = [case for case in compilepass.plan(exercise) if case.get("direct")]
+        assert len(timed) == len(exercise.timing.each()), exercise.id
+        assert any(isinstance(a, compilepass.Blank) for case in timed for a in case["args"]), exercise.id
+    cos_cos = compilepass.plan(all_exercises()["fusion.cos_cos"])[-1]
+    assert cos_cos["label"] == "the timed input" and cos_cos["args"][0].shape == (2**28,)
+
+
 # -------------------------------------------------------------------------------------------------
 # The interpreter's limits: shimmed as a GPU behaves, or named
 # -------------------------------------------------------------------------------------------------

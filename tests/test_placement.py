@@ -190,3 +190,23 @@ def test_a_modules_top_level_may_name_the_gpu():
         moved = torch.ones(4).to("cuda")
         copied = torch.ones(4).cuda()
     assert all(t.device.type == "cpu" for t in (table, moved, copied))
+
+
+def test_the_learners_code_is_told_a_gpu_is_there():
+    """`torch.cuda.is_available()`, `device_count()` and `torch.accelerator`'s answers asked by the learner's code
+    (here, this test) while the CPU stands in for the GPU are a one-GPU machine's; PyTorch's own checks keep the
+    truth (a GradScaler for "cuda" still disables itself: the build has no CUDA), and outside nothing changes."""
+    def truth():
+        assert not torch.cuda.is_available() and torch.cuda.device_count() == 0
+        assert not torch.accelerator.is_available() and torch.accelerator.current_accelerator() is None
+
+    truth()
+    for stood_in in (placement.watch(torch.randn(3)), placement.gpu_named_as_cpu()):
+        with stood_in:
+            assert torch.cuda.is_available() and torch.cuda.device_count() == 1 and torch.cuda.is_bf16_supported()
+            assert torch.accelerator.is_available() and torch.accelerator.device_count() == 1
+            assert torch.accelerator.current_accelerator() == torch.device("cuda")
+            assert not torch.cuda.is_current_stream_capturing()
+            with pytest.warns(UserWarning, match="not available"):
+                assert not torch.amp.GradScaler("cuda").is_enabled()
+    truth()

@@ -268,6 +268,9 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         report.output = box.output()
 
 
+RUNS_ON_THE_GPUS_CASES = "your code reaches its kernels on the GPU's own cases (compiled here, not run)"
+
+
 def _compile_gpu_cases(exercise: FunctionExercise, box: Sandbox, report: Report) -> None:
     """The compile pass (compilepass.py): the learner's host code on the GPU's cases, every launch compiled
     for sm_90 and run nowhere; what a GPU refuses at its own sizes fails here too."""
@@ -285,12 +288,20 @@ def _compile_gpu_cases(exercise: FunctionExercise, box: Sandbox, report: Report)
     # which GPU generations accept the kernels: compiled here, for each, with the GPU's own cases
     report.measurements["compiles for (the GPU's cases, compiled here)"] = compilepass.generations(result.cases)
     refused = compilepass.refusal(result.cases)
+    # code that raises on the GPU's own sizes before launching (refusing a large input, asking a blank tensor for
+    # values) raises on the GPU too, where no CPU case reaches those sizes: its own line, a CPU's only
+    raised = compilepass.unchecked(result.cases)
+    timed = sum(bool(case.get("direct")) for case in compilepass.plan(exercise))
+    cases = f"the GPU's {len(compilepass.plan(exercise)) - timed} cases and {timed} timed input{'s' * (timed != 1)}"
     if refused:
         line.passed, line.detail = False, refused
         report.fail(refused)
     else:
-        line.detail += (f", and on the GPU's {len(result.cases)} cases ({compilepass.accepted(result.cases)} "
-                        "kernel signatures compiled for the GPU, not run)")
+        line.detail += (f", and on {'the ones of ' * bool(raised)}{cases} your code reached "
+                        f"({compilepass.accepted(result.cases)} kernel signatures compiled for the GPU, not run)")
+    report.checks.append(CheckLine(RUNS_ON_THE_GPUS_CASES, not raised, raised or f"on {cases}"))
+    if raised:
+        report.fail(raised)
 
 
 class _Phases:

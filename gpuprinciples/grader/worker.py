@@ -508,7 +508,8 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
             elif command.get("cmd") == "time":
                 reply(time_one(exercise, fn, command, device, source_file, watch))
             elif command.get("cmd") == "compile":  # the compile pass: the GPU's cases, compiled, not run
-                reply(CompileResult(cases=compilepass.run(exercise, fn, command["cases"]),
+                reply(CompileResult(cases=compilepass.run(
+                    exercise, fn, command["cases"], follows_placement(exercise)),
                                     tampered=tampered(watch)))
             else:
                 break

@@ -128,7 +128,7 @@ def _torch_cuda_stand_in() -> None:
     copied from benchmarks calls it). The current stream is the one every launch here runs in:
     `torch.cuda.current_stream()` (and `default_stream()`) answer it, and `with torch.cuda.stream(s):` selects
     nothing. A side stream (`torch.cuda.Stream()`) has no stand-in: the GPU's grader refuses launches on one.
-    `torch.cuda.is_available()` still says False: nothing here claims a GPU."""
+    `torch.cuda.is_available()` and `device_count()`: `_availability_stand_in`."""
     from types import SimpleNamespace
     if torch.cuda.is_available() or getattr(torch.cuda.get_device_properties, "_gp_stand_in", False):
         return
@@ -190,6 +190,56 @@ def _torch_cuda_stand_in() -> None:
     nvtx = torch.cuda.nvtx
     nvtx.range_push = nvtx.range_pop = nvtx.mark = _does_nothing
     nvtx.range = lambda *args, **kwargs: contextlib.nullcontext()
+
+
+# Libraries whose own questions keep the true answer: told "a GPU is here", PyTorch and Triton would take their
+# CUDA paths (lazy CUDA init, autocast's and GradScaler's checks, Triton's driver) on a build that has none.
+_TOLD_THE_TRUTH = ("torch", "triton", __name__.split(".")[0])
+
+
+def _asked_by_a_library(frame) -> bool:
+    name = frame.f_globals.get("__name__", "")
+    return name.split(".")[0] in _TOLD_THE_TRUTH
+
+
+# What a one-GPU H200 machine answers, asked by the learner's code where the CPU stands in for the GPU:
+# (module, name, answer)
+_GPU_MACHINE_ANSWERS = (
+    (torch.cuda, "is_available", True), (torch.cuda, "device_count", 1), (torch.cuda, "is_bf16_supported", True),
+    (torch.accelerator, "is_available", True), (torch.accelerator, "device_count", 1),
+    (torch.accelerator, "current_accelerator", torch.device("cuda")),
+    (torch.accelerator, "current_device_index", 0),
+)
+
+
+def _availability_stand_in() -> None:
+    """Whether there is a GPU, and which: `torch.cuda.is_available()`, `device_count()`, `is_bf16_supported()` and
+    `torch.accelerator`'s `is_available()`, `device_count()`, `current_accelerator()` (PyTorch's device-neutral way
+    to pick a device), `current_device_index()` answer as on a one-GPU H200 machine where the grader lets the CPU's
+    memory stand in for the GPU's (`gpu_stood_in`: the learner's module being imported, the learner's call under
+    the placement watch), asked by the learner's code: a right kernel whose launcher asserts a GPU, picks its device
+    (`torch.empty(n, device=torch.accelerator.current_accelerator())`: None here, a tensor the GPU refuses) or falls
+    back to PyTorch without one failed here where a GPU runs its kernel. Elsewhere, and asked by PyTorch, Triton or
+    this package, the truth. `torch.cuda.is_current_stream_capturing()` is False for every caller (nothing is
+    captured here; without CUDA it raised)."""
+    if torch.cuda.is_available() or getattr(torch.cuda.is_available, "_gp_stand_in", False):
+        return
+
+    def stood_in() -> bool:
+        return bool(getattr(_stood_in, "depth", 0)) and not _asked_by_a_library(sys._getframe(2))
+
+    def answering(truth, answer):
+        @functools.wraps(truth)
+        def here(*args, **kwargs):
+            return answer if stood_in() else truth(*args, **kwargs)
+        here._gp_stand_in = True
+        return here
+
+    for module, name, answer in _GPU_MACHINE_ANSWERS:
+        truth = getattr(module, name, None)
+        if truth is not None:
+            setattr(module, name, answering(truth, answer))
+    torch.cuda.is_current_stream_capturing = torch.cuda.graphs.is_current_stream_capturing = lambda: False
 
 
 def _autocast_stand_in() -> None:
@@ -618,6 +668,7 @@ def install_interpreter_shims() -> None:
     interp = interpreter_module()
     _stand_in_driver()
     _torch_cuda_stand_in()
+    _availability_stand_in()
     _autocast_stand_in()
     _float_scalars_as_fp32(interp)
     _library_calls_in_interpreter(interp)
