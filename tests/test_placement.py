@@ -210,3 +210,16 @@ def test_the_learners_code_is_told_a_gpu_is_there():
             with pytest.warns(UserWarning, match="not available"):
                 assert not torch.amp.GradScaler("cuda").is_enabled()
     truth()
+
+
+def test_what_a_modules_top_level_makes_without_device_stays_in_the_cpus_memory():
+    """A table or buffer made at the module's top level without `device=` is in the CPU's memory on a GPU machine:
+    a launch in a later call is refused; one made with `device="cuda"` launches."""
+    with placement.gpu_named_as_cpu():
+        host_table = torch.ones(64)
+        gpu_table = torch.ones(64, device="cuda")
+    x = torch.randn(64)
+    with placement.watch(x):
+        with pytest.raises(ValueError, match=r"\(at 0\) cannot be accessed from Triton"):
+            _launch(host_table, torch.empty_like(x))
+        assert torch.equal(_launch(gpu_table, torch.empty_like(x)), gpu_table * 2)

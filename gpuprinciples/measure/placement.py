@@ -25,9 +25,10 @@ tensors to be on the same device"), a CPU scalar (a 0-dim tensor) excepted. The 
 the operations of MIXES_REFUSED only, and only between a host tensor and one it knows is the GPU's: the call's
 inputs (`watch(inputs)`), tensors made with `device=` or moved there, and what operations make from them.
 
-What this does not see (a gap, never a false refusal): tensors made before the call (a module's globals),
-`device="cpu"` written out, `device=h.device` of a host tensor, and mixing in operations outside MIXES_REFUSED
-(indexing with a host index tensor and copies between the memories are allowed on a GPU too).
+What this does not see (a gap, never a false refusal): tensors made before the call by anything but the
+learner's module's top level (which `gpu_named_as_cpu` follows), `device="cpu"` written out, `device=h.device`
+of a host tensor, and mixing in operations outside MIXES_REFUSED (indexing with a host index tensor and copies
+between the memories are allowed on a GPU too).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class HostTensors(TorchFunctionMode):
 
     def is_host(self, t: torch.Tensor) -> bool:
         key = _key(t)
-        return key is not None and key in self.kept
+        return key is not None and (key in self.kept or key in _MODULES_HOST)
 
     def is_gpus(self, t: torch.Tensor) -> bool:
         key = _key(t)
@@ -225,19 +226,20 @@ class HostTensors(TorchFunctionMode):
         return out
 
 
-class _GpuNamedAsCpu(TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        call, args, kwargs = _on_this_machine(func, args, kwargs or {})
-        return call(*args, **kwargs)
+# What the learner's module made in the CPU's memory at its top level (a buffer or a table made without
+# `device=`), by storage address, kept alive for the process: on a GPU a launch handed one is refused as well.
+_MODULES_HOST: dict[int, torch.Tensor] = {}
 
 
 @contextmanager
 def gpu_named_as_cpu():
     """While a learner's module is imported (its top level, outside the watched call): `DEVICE =
     torch.device("cuda")` and a table made with it, as Triton's tutorials write them, are made in the CPU's memory,
-    where a GPU machine makes them in the GPU's. Nothing is followed: a module's tensors are of no known place."""
-    with _GpuNamedAsCpu(), interpreter.gpu_stood_in():
+    where a GPU machine makes them in the GPU's; what the module makes without `device=` is followed as a host
+    tensor for the rest of the process (`_MODULES_HOST`), so a launch in a later call refuses it."""
+    with watch() as mode:
         yield
+        _MODULES_HOST.update(mode.kept)
 
 
 def _copied(out):
