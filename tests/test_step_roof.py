@@ -81,6 +81,16 @@ def test_fp32_steps_meet_the_rate_pytorch_would_use():
     assert steproof.step_peak(H200ISH, "bf16") == 800e12
 
 
+def test_the_rate_is_read_with_the_api_that_set_tf32():
+    """The ceilings' own TF32 switch uses `torch.backends.cuda.matmul.fp32_precision`; once it has, PyTorch refuses
+    the older `torch.get_float32_matmul_precision()` (a checkpoint grade on an H100 ended "the grader itself
+    failed": its step's roof asked the older one after the ceilings were measured)."""
+    from gpuprinciples.measure.calibrate import tf32_matmul
+    for on, rate in ((True, 400e12), (False, 50e12)):
+        with tf32_matmul(on):
+            assert steproof.step_peak(H200ISH, "fp32") == rate
+
+
 def test_no_roof_from_rounds_without_the_learners_step():
     roof = steproof.TimedRoof(lambda r: steproof.StepWork(1e12, 1e9, "bf16"), timed="yours")
     assert steproof.timed_roof(roof, {}, [{"fp32": 1.0}], H200ISH) is None

@@ -78,6 +78,19 @@ def tf32_matmul(enabled: bool):
             matmul.allow_tf32 = previous
 
 
+def tf32_enabled() -> bool:
+    """Whether fp32 matmuls run in TF32 now. Read with the API the setting was made with: once
+    `torch.backends.cuda.matmul.fp32_precision` (torch >= 2.9) has been set, even set back, PyTorch 2.11 refuses the
+    older `torch.get_float32_matmul_precision()` ("you have used mix of the legacy and new APIs")."""
+    precision = getattr(torch.backends.cuda.matmul, "fp32_precision", "none")
+    if precision != "none":
+        return precision == "tf32"
+    try:
+        return torch.get_float32_matmul_precision() != "highest"
+    except RuntimeError:  # the new API was used elsewhere (another backend's setting): its generic setting
+        return getattr(torch.backends, "fp32_precision", "none") == "tf32"
+
+
 def _copy_rate(nbytes: int, device: str, budget_s: float) -> float:
     src = torch.rand(nbytes // 4, device=device)
     dst = torch.empty_like(src)
@@ -101,7 +114,9 @@ def measure_ceilings(device="cuda", quick: bool = False) -> Ceilings:
     name = torch.cuda.get_device_name(dev)
     budget = 0.2 if quick else 1.0
     n = 4096 if quick else 8192
-    copy = _copy_rate(2**28 if quick else 2**30, device, budget)
+    # a ceiling is the best the GPU did: the best of three, so that one disturbed measurement (another process's
+    # kernels, clocks still rising) does not set it low and make right kernels look implausibly fast
+    copy = max(_copy_rate(2**28 if quick else 2**30, device, budget / 3) for _ in range(3))
     bf16 = _matmul_rate(n, torch.bfloat16, device, budget)
     with tf32_matmul(False):
         fp32 = _matmul_rate(n, torch.float32, device, budget)

@@ -60,9 +60,10 @@ def recipe_step_work(recipe: dict, dtype: str, *, frozen_embedding: bool = False
 def step_peak(ceilings, dtype: str) -> float | None:
     """The measured matmul rate for a PyTorch step in `dtype`: fp32 at TF32's rate only where PyTorch is set to
     use TF32 (it is not by default), else plain fp32."""
+    from ...measure.calibrate import tf32_enabled
     from . import roofline
     if dtype == "fp32":
-        tf32 = torch.get_float32_matmul_precision() != "highest"
+        tf32 = tf32_enabled()
         for key in (("tf32", "fp32") if tf32 else ("fp32",)):
             try:
                 return ceilings.flops(key)

@@ -6,7 +6,7 @@ NotImplementedError for an unsolved stub: "not attempted". It must fail for what
 # function: attention_backward
 # verdict: failed
 # says: pytorch operators did work
-# says: were not written by a triton store
+# cpu-says: were not written by a triton store
 import torch
 import triton
 import triton.language as tl

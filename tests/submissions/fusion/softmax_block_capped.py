@@ -1,7 +1,8 @@
 # exercise: fusion.softmax
 # function: softmax
 # verdict: failed
-# says: not written by a triton store
+# cpu-says: not written by a triton store
+# gpu-says: values wrong
 # mutant-of: fusion/softmax_grid_capped_at_waves.py
 """A one-row-per-program softmax whose block is capped at 8192 columns (as libraries cap theirs), with no loop over
 the columns past it: they are never written, and the rest is normalised over part of the row. Neither machine had
