@@ -16,6 +16,7 @@ The exercises:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import replace
 from functools import lru_cache
@@ -147,12 +148,23 @@ def _backward_cases(gen: torch.Generator, mode: str) -> list[Case]:
     return found
 
 
+def _as_strided_rows(do: torch.Tensor) -> torch.Tensor:
+    """The same values as a [B, N, H, D] tensor seen as [B, H, N, D]: the gradient that reaches attention's output
+    through `o.transpose(1, 2).reshape(B, N, H·D)` (how a model joins its heads, lesson 12's TinyLM), last dim
+    contiguous, the rest not."""
+    return do.transpose(1, 2).contiguous().transpose(1, 2)
+
+
 def _function_cases(gen: torch.Generator, mode: str) -> list[Case]:
-    """q, k, v and the output's gradient dO; the grader's run calls the function and autograd.grad."""
+    """q, k, v and the output's gradient dO; the grader's run calls the function and autograd.grad. In the strided
+    cases dO arrives strided too, as from a model that joins its heads after attention (autograd hands a custom
+    Function's backward the gradient as it is): a backward whose kernels assume a contiguous dO is wrong there."""
     found = []
     for case in _backward_cases(gen, mode):
         q, k, v, o, lse, do = case.args
         q2, k2, v2, _, _, ddo = case.decoy
+        if " strided " in case.label:
+            do, ddo = _as_strided_rows(do), _as_strided_rows(ddo)
         found.append(Case(case.label, (q, k, v, do), case.kwargs, decoy=(q2, k2, v2, ddo)))
     return found
 
@@ -432,9 +444,50 @@ ATTENTION_BACKWARD = FunctionExercise(
 # -------------------------------------------------------------------------------------------------
 
 
+@contextlib.contextmanager
+def function_modes_in_backward():
+    """Inside: a custom autograd.Function's backward (`backward` or `vjp`; a `custom_op`'s `register_autograd`
+    runs as one) runs under the torch function modes that were on when the block began. PyTorch's autograd engine
+    carries dispatch modes into a backward, not torch function modes: the backward ran with none. Under the
+    interpreter the placement watch (measure/placement.py) is one, so in the learner's backward `do.is_cuda` was
+    False and `do.device` the CPU (a right backward that asserts a GPU, or falls back to PyTorch without one,
+    failed), `device="cuda"` raised "Torch not compiled with CUDA enabled", and a workspace made without `device=`
+    went unfollowed, so a launch the GPU refuses ran. Only this package's modes: one the learner's code entered
+    (`torch.set_default_device`'s) is off in a GPU's backward too, which runs on a thread of autograd's own. On a GPU
+    nothing changes (no mode of the grader's is on)."""
+    from torch.autograd.function import BackwardCFunction
+    from torch.overrides import _get_current_function_mode_stack
+    package = __name__.split(".")[0]
+    modes = [m for m in _get_current_function_mode_stack() if type(m).__module__.split(".")[0] == package]
+    names = [name for name in ("apply", "apply_boxed") if name in vars(BackwardCFunction)]
+    if not modes or not names:
+        yield
+        return
+    originals = {name: vars(BackwardCFunction)[name] for name in names}
+
+    def under_modes(original):
+        def apply(self, *args):
+            if torch._C._len_torch_function_stack():  # called where the modes are on (grad_fn.apply by hand)
+                return original(self, *args)
+            with contextlib.ExitStack() as stack:
+                for mode in modes:  # bottom first, as they were
+                    stack.enter_context(mode)
+                return original(self, *args)
+        return apply
+
+    for name, original in originals.items():
+        setattr(BackwardCFunction, name, under_modes(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(BackwardCFunction, name, original)
+
+
 def _run_function(fn, args, kwargs):
     """Run in the grading child: out = fn(q, k, v, causal) on leaves that require grad, then
-    torch.autograd.grad(out, (q, k, v), dO). What the forward saved for the backward is counted."""
+    torch.autograd.grad(out, (q, k, v), dO), the backward under the grader's torch function modes (the placement
+    watch: `function_modes_in_backward`). What the forward saved for the backward is counted."""
     q, k, v, do = args
     leaves = [t.detach().requires_grad_() for t in (q, k, v)]  # views of the inputs: nothing copied
     with counters.record(saved=True, torch_ops=False) as rec:
@@ -443,7 +496,8 @@ def _run_function(fn, args, kwargs):
     if type(out) is not torch.Tensor:
         return {"out": [out], "device": [None], "saved": saved, "grad_fn": None}
     grad_fn = type(out.grad_fn).__name__ if out.grad_fn is not None else None
-    grads = torch.autograd.grad(out, leaves, do, allow_unused=True) if out.requires_grad else (None, None, None)
+    with function_modes_in_backward():
+        grads = torch.autograd.grad(out, leaves, do, allow_unused=True) if out.requires_grad else (None, None, None)
     items = [out.detach(), *grads]
     return {"out": items, "device": [getattr(getattr(t, "device", None), "type", None) for t in items],
             "saved": saved, "grad_fn": grad_fn}
@@ -480,6 +534,12 @@ def _compare_function(got, want, case) -> list[str]:
         return problems
     reasons = (_close("output", out[0], want[0], *ATTENTION_TOLERANCES[(q.dtype, _kind(case))], where)
                + _grad_reasons(out[1:], want[1:], case))
+    do = case.args[3]
+    if reasons and not do.is_contiguous() and not reasons[0].startswith("output"):
+        reasons.append(f"if only the strided cases' gradients are wrong: there dO arrives strided too, "
+                       f"{tuple(do.stride())}, as it does from a model that joins the heads after attention "
+                       "(o.transpose(1, 2).reshape(...)): make it contiguous in backward where it is not "
+                       "(do.contiguous()), or pass its strides to your kernels")
     if got["saved"] is not None and got["saved"] > saved_budget(case):
         reasons.append(f"the forward saved {_fmt_bytes(got['saved'])} for the backward{where}, where q, k, v, O and "
                        f"one LSE per row are {_fmt_bytes(saved_budget(case))}: keep O and the LSE "
