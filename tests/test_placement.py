@@ -196,11 +196,12 @@ def test_the_learners_code_is_told_a_gpu_is_there():
     """`torch.cuda.is_available()`, `device_count()` and `torch.accelerator`'s answers asked by the learner's code
     (here, this test) while the CPU stands in for the GPU are a one-GPU machine's; PyTorch's own checks keep the
     truth (a GradScaler for "cuda" still disables itself: the build has no CUDA), and outside nothing changes."""
-    def truth():
-        assert not torch.cuda.is_available() and torch.cuda.device_count() == 0
-        assert not torch.accelerator.is_available() and torch.accelerator.current_accelerator() is None
+    def truth():  # (a CUDA build of PyTorch names cuda its accelerator even with no GPU, a CPU build None)
+        return (torch.cuda.is_available(), torch.cuda.device_count(), torch.accelerator.is_available(),
+                torch.accelerator.current_accelerator())
 
-    truth()
+    before = truth()
+    assert before[:3] == (False, 0, False)
     for stood_in in (placement.watch(torch.randn(3)), placement.gpu_named_as_cpu()):
         with stood_in:
             assert torch.cuda.is_available() and torch.cuda.device_count() == 1 and torch.cuda.is_bf16_supported()
@@ -209,7 +210,7 @@ def test_the_learners_code_is_told_a_gpu_is_there():
             assert not torch.cuda.is_current_stream_capturing()
             with pytest.warns(UserWarning, match="not available"):
                 assert not torch.amp.GradScaler("cuda").is_enabled()
-    truth()
+    assert truth() == before
 
 
 def test_what_a_modules_top_level_makes_without_device_stays_in_the_cpus_memory():
