@@ -154,29 +154,9 @@ def test_gpu_kernels_no_launch_or_operator_accounts_for_are_named():
 def test_a_record_function_range_on_the_gpus_timeline_is_no_kernel():
     """On a GPU the profiler shows a `record_function` label on the GPU's timeline too (a user annotation): it
     launched nothing and is not counted as a kernel; a kernel an operator launched is."""
-    class Event:
-        def __init__(self, name, device, correlation, linked=0, annotation=False):
-            self._name, self._device, self._correlation, self._linked = name, device, correlation, linked
-            self._annotation = annotation
-
-        def name(self):
-            return self._name
-
-        def device_type(self):
-            return self._device
-
-        def correlation_id(self):
-            return self._correlation
-
-        def linked_correlation_id(self):
-            return self._linked
-
-        def is_user_annotation(self):
-            return self._annotation
-
     cpu, cuda = torch.autograd.DeviceType.CPU, torch.autograd.DeviceType.CUDA
-    events = [Event("aten::addmm", cpu, 7), Event("mlp_tail", cpu, 8, annotation=True),
-              Event("mlp_tail", cuda, 9, annotation=True), Event("sm90_xmma_gemm_bf16", cuda, 10, linked=7)]
+    events = [_Event("aten::addmm", cpu, 7), _Event("mlp_tail", cpu, 8, annotation=True),
+              _Event("mlp_tail", cuda, 9, annotation=True), _Event("sm90_xmma_gemm_bf16", cuda, 10, linked=7)]
     assert observe._kernels(events) == {"kernels": {"sm90_xmma_gemm_bf16": 1},
                                         "kernels_under_ops": {"sm90_xmma_gemm_bf16": 1}}
 
@@ -218,8 +198,9 @@ def test_on_a_gpu_the_profiler_names_library_kernels_hidden_from_the_mode():
 class _Event:
     """A stand-in for the profiler's _KinetoEvent, with the fields observe._kernels reads."""
 
-    def __init__(self, name, device, correlation=0, linked=0):
+    def __init__(self, name, device, correlation=0, linked=0, annotation=False):
         self._name, self._device, self._correlation, self._linked = name, device, correlation, linked
+        self._annotation = annotation  # a record_function range
 
     def name(self):
         return self._name
@@ -232,6 +213,9 @@ class _Event:
 
     def linked_correlation_id(self):
         return self._linked
+
+    def is_user_annotation(self):
+        return self._annotation
 
 
 def test_a_kernel_is_an_operators_when_the_profiler_links_it_to_one():
