@@ -77,6 +77,28 @@ def test_a_gradient_missing_its_scale_fails_the_tolerance():
     assert len(wrong) == 1 and wrong[0].startswith("dq: ")
 
 
+def test_a_backward_may_take_delta_from_the_stored_o_and_no_further():
+    """δ = rowsum(dO ∘ O) from the O the forward stored (rounded) moves dQ and dK by P ∘ (δ − δ') products: the
+    grade accepts anything between that and the exact gradients, and nothing a missing δ gives. The stored O here
+    is made 20× further from the exact one than bf16's rounding, so that the band decides."""
+    gen = torch.Generator().manual_seed(3)
+    q, k, v, do = (torch.randn(1, 2, 64, 32, generator=gen).to(torch.bfloat16) for _ in range(4))
+    o, lse = bw.attention_float64(q, k, v, True)
+    stored = (o + 0.04 * torch.randn(o.shape, generator=gen, dtype=torch.float64)).to(torch.bfloat16)
+    exact = _float64_grads(q, k, v, do, True)
+    p = torch.softmax(bw._scores_float64(q, k, True), -1)
+    ds = p * (do.double() @ v.double().transpose(-2, -1) - (do.double() * stored.double()).sum(-1)[..., None])
+    direct = (ds @ k.double() / math.sqrt(32), ds.transpose(-2, -1) @ q.double() / math.sqrt(32), exact[2])
+    band = bw.stored_o_gradients(q, k, v, do, exact, True, stored)
+    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(band, direct))
+    case = bw.Case("B=1 H=2 N=64 D=32 causal normal bfloat16", (q, k, v, stored, lse.float(), do), {"causal": True})
+    assert not bw._grad_reasons(direct, exact, case, o_stored=stored)
+    assert bw._grad_reasons(direct, exact, case, o_stored=o.to(torch.bfloat16))  # the band is the stored O's own
+    no_delta = p * (do.double() @ v.double().transpose(-2, -1))
+    missing = (no_delta @ k.double() / math.sqrt(32), no_delta.transpose(-2, -1) @ q.double() / math.sqrt(32), exact[2])
+    assert bw._grad_reasons(missing, exact, case, o_stored=stored)
+
+
 def test_the_value_exercises():
     assert grade("backward.saved_mib", (4 * 16 * 4096 * 128 * 2 + 4 * 16 * 4096 * 4) / 2**20).status == PASSED
     assert grade("backward.saved_mib", 4 * 16 * 4096 * 4096 * 2 / 2**20).status == FAILED  # the math path's P

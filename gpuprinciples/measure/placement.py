@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -256,11 +256,51 @@ def watch(inputs=()):
     outer = getattr(_local, "mode", None)
     _local.mode = mode
     try:
-        with mode, interpreter.gpu_stood_in():
+        with mode, interpreter.gpu_stood_in(), modes_in_backward():
             yield mode
     finally:
         _local.mode = outer
         mode.kept.clear()
+
+
+@contextmanager
+def modes_in_backward():
+    """Inside: a custom autograd.Function's backward (`backward` or `vjp`; a `custom_op`'s `register_autograd`
+    and torch.utils.checkpoint's recomputation run as one) runs under the torch function modes that were on when
+    the block began. PyTorch's autograd engine carries dispatch modes into a backward, not torch function modes:
+    the backward ran with none. The watch is one, so in a learner's backward `do.is_cuda` was
+    False and `do.device` the CPU (a right backward that asserts a GPU, or falls back to PyTorch without one,
+    failed), `device="cuda"` raised "Torch not compiled with CUDA enabled", and a workspace made without `device=`
+    went unfollowed, so a launch the GPU refuses ran. Only this package's modes: one the learner's code entered
+    (`torch.set_default_device`'s) is off in a GPU's backward too, which runs on a thread of autograd's own. On a GPU
+    nothing changes (no mode of the grader's is on)."""
+    from torch.autograd.function import BackwardCFunction
+    from torch.overrides import _get_current_function_mode_stack
+    package = __name__.split(".")[0]
+    modes = [m for m in _get_current_function_mode_stack() if type(m).__module__.split(".")[0] == package]
+    names = [name for name in ("apply", "apply_boxed") if name in vars(BackwardCFunction)]
+    if not modes or not names:
+        yield
+        return
+    originals = {name: vars(BackwardCFunction)[name] for name in names}
+
+    def under_modes(original):
+        def apply(self, *args):
+            if torch._C._len_torch_function_stack():  # called where the modes are on (grad_fn.apply by hand)
+                return original(self, *args)
+            with ExitStack() as stack:
+                for mode in modes:  # bottom first, as they were
+                    stack.enter_context(mode)
+                return original(self, *args)
+        return apply
+
+    for name, original in originals.items():
+        setattr(BackwardCFunction, name, under_modes(original))
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(BackwardCFunction, name, original)
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """Right: an autograd.Function whose backward checks, as launch code copied from libraries does, that dO is on the
 GPU (and falls back to nothing else). Autograd runs a backward with no torch function mode on, so the grader's
 placement watch was off there: on a CPU `do.is_cuda` was False, the assert raised on every case, and a right answer
-that a GPU passes failed. The watch now follows the learner's backward too (backward.function_modes_in_backward)."""
+that a GPU passes failed. The watch now follows the learner's backward too (placement.modes_in_backward)."""
 # exercise: backward.attention_function
 # function: attention
 # verdict: passed

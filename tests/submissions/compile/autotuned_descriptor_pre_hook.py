@@ -2,10 +2,15 @@
 Triton's persistent-matmul and fused-attention tutorials do (the descriptor is made with a placeholder block;
 `nargs["x_desc"].block_shape = [BLOCK]` before each configuration runs). A GPU's autotuner calls the hook before
 timing a configuration; the interpreter's, which compiles each instead of timing it, did not, so every
-configuration was compiled with the placeholder block and refused ("expected value shape ['1']")."""
+configuration was compiled with the placeholder block and refused ("expected value shape ['1']"). Right, but slow
+on a GPU: a 1-D descriptor's block is at most 256 elements, so each program moves 1 KB; an H200 measured 54 % of its
+copy bandwidth and 1.08× eager, an H100 0.72× torch.compile (2026-12-05), under the exercise's bars. A CPU times
+nothing, and passes it."""
 # exercise: fusion.cos_cos
 # function: cos_cos
 # verdict: passed
+# gpu-verdict: failed
+# gpu-says: speedup over
 import torch
 import triton
 import triton.language as tl
