@@ -8,7 +8,7 @@ import torch
 
 from gpuprinciples.course.exercises import decoding
 from gpuprinciples.course.kernels import decode_attention as decode_attention_module
-from gpuprinciples.course.kernels import decode_step
+from gpuprinciples.course.kernels import decode_step, rope_attention
 from gpuprinciples.course.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
 from gpuprinciples.course.kernels.decode_step import fused_linear, rope_and_cache
 from gpuprinciples.course.kernels.paged_attention import gather_pages, paged_decode_attention
@@ -189,11 +189,35 @@ def test_rope_and_cache_write_the_pytorch_steps_values():
     assert int((k_cache != 0).any(-1).sum()) == B * Hkv  # nothing else written
 
 
+@pytest.mark.parametrize("splits,merge_in_kernel", [(None, True), (1, True), (3, True), (3, False)])
+def test_rope_attention_is_rope_and_cache_then_decode_attention(splits, merge_in_kernel, monkeypatch):
+    """The fused step's one-launch attention gives the three launches' output and cache writes, with the new
+    position anywhere in a split (its first row, its last, the cache's first), and leaves its counts at zero;
+    also with the splits merged by decode_attention's merge kernel."""
+    monkeypatch.setattr(rope_attention, "MERGE_IN_KERNEL", merge_in_kernel)
+    gen = torch.Generator().manual_seed(7)
+    B, Hq, Hkv, D, S = 4, 8, 2, 32, 300
+    qkv = torch.randn(B, (Hq + 2 * Hkv) * D, generator=gen).to(DEVICE, DTYPE)
+    angles = torch.arange(S)[:, None] * (1.0 / 500_000 ** (torch.arange(0, D, 2) / D))[None, :]
+    cos, sin = angles.cos().to(DEVICE), angles.sin().to(DEVICE)
+    pos = torch.tensor([0, 128, 255, 299], dtype=torch.int32, device=DEVICE)
+    k_cache, v_cache = (torch.randn(B, Hkv, S, D, generator=gen).to(DEVICE, DTYPE) for _ in range(2))
+    k_fused, v_fused = k_cache.clone(), v_cache.clone()
+    want = decode_attention(rope_and_cache(qkv, cos, sin, pos, k_cache, v_cache, Hq), k_cache, v_cache, pos + 1,
+                            splits=splits)
+    counts = torch.zeros(B * Hkv, dtype=torch.int32, device=DEVICE)
+    for _ in range(2):  # a second call on the same counts (a graph's replay)
+        got = rope_attention.rope_attention(qkv, cos, sin, pos, k_fused, v_fused, Hq, counts, splits=splits)
+        assert (got.float() - want.float()).abs().max() < TOL
+        assert torch.equal(k_fused, k_cache) and torch.equal(v_fused, v_cache)
+        assert not counts.any()
+
+
 def test_kernel_groups():
     assert kernel_group("fused_linear_kernel") == "matmuls: fused_linear"
     assert kernel_group("nvjet_tst_64x8_64x16_4x1_v_bz_TNN") == "matmuls: cuBLAS"
     assert kernel_group("void gemv2T_kernel_val<int, int, __nv_bfloat16>") == "matmuls: cuBLAS"
-    assert kernel_group("split_kv_kernel") == "attention: split-KV + merge"
+    assert kernel_group("split_kv_kernel") == kernel_group("rope_attention_kernel") == "attention: split-KV + merge"
     assert kernel_group("void pytorch_flash::flash_fwd_splitkv_kernel<>") == "attention: SDPA"
     assert kernel_group("void at::native::vectorized_elementwise_kernel<4>") == OTHER_KERNELS
 
@@ -212,13 +236,14 @@ class _Recorded:
 
 
 PDL_KERNELS = ((decode_step, "fused_linear_kernel"), (decode_step, "rope_cache_kernel"),
-               (decode_attention_module, "split_kv_kernel"), (decode_attention_module, "merge_splits_kernel"))
+               (decode_attention_module, "split_kv_kernel"), (decode_attention_module, "merge_splits_kernel"),
+               (rope_attention, "rope_attention_kernel"))
 
 
 def _pdl_step(on: bool, monkeypatch):
-    """One fused decode step of the tiny model (and fused_linear over two weight tiles, each prologue; attention
-    in three splits, merged) with the PDL switch `on`: (the outputs, the launches of the step's four kernels as
-    (kernel, args, kwargs))."""
+    """One fused decode step of the tiny model with its attention in one launch, the same step with it in three
+    (and fused_linear over two weight tiles, each prologue; attention in three splits, merged) with the PDL switch
+    `on`: (the outputs, the launches of the step's five kernels as (kernel, args, kwargs))."""
     recorded = [(module, name, _Recorded(getattr(module, name))) for module, name in PDL_KERNELS]
     with monkeypatch.context() as patch:
         for module, name, stand_in in recorded:
@@ -236,7 +261,9 @@ def _pdl_step(on: bool, monkeypatch):
             outputs = [fused_linear(x[:1], w, norm=g, config=config), fused_linear(wide, w, swiglu=True, config=config),
                        fused_linear(x, w, residual=x[:, :77], config=config),
                        model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE)),
-                       model.k_cache, model.v_cache]
+                       model.k_cache.clone(), model.v_cache.clone()]
+            with decode_step.one_launch_attention():
+                outputs.append(model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE)))
             q, k, v, lens = random_cache(gen, 2, 8, 2, 300, 32)
             outputs.append(decode_attention(q, k, v, lens, splits=3, pdl=decode_step.PDL))
     return outputs, [(r.kernel, *launch) for _, _, r in recorded for launch in r.launches]
@@ -254,7 +281,7 @@ def test_the_pdl_switch_changes_no_value_of_the_fused_step(monkeypatch):
     if DEVICE == "cuda" and torch.cuda.get_device_capability()[0] < 9:
         assert all("PDL" not in kwargs for _, _, kwargs in on_launches)  # no PDL before Hopper: the switch waits
     else:
-        assert len(on_launches) == len(off_launches) >= 3 + 6 * TINY.n_layers + 1 + 2
+        assert len(on_launches) == len(off_launches) == 3 + (5 + 6) * TINY.n_layers + 2 + 2
         assert all(kwargs["PDL"] and kwargs["launch_pdl"] for _, _, kwargs in on_launches)
     for a, b in zip(off, on):
         assert torch.equal(a, b) if runtime.INTERPRETER else (a.float() - b.float()).abs().max() < TOL
@@ -295,7 +322,7 @@ def test_a_decode_step_continues_the_prefill(attention):
 
 
 @pytest.mark.parametrize("fmt", [None, torch.int8])
-def test_the_fused_step_is_the_pytorch_step_in_seven_launches_a_layer(fmt):
+def test_the_fused_step_is_the_pytorch_step_in_seven_launches_a_layer_or_five(fmt):
     gen = torch.Generator().manual_seed(3)
     prompt = torch.randint(0, TINY.vocab, (2, 9), generator=gen).to(DEVICE)
     nxt = torch.randint(0, TINY.vocab, (2,), generator=gen).to(DEVICE)
@@ -306,12 +333,17 @@ def test_the_fused_step_is_the_pytorch_step_in_seven_launches_a_layer(fmt):
         m.prefill(prompt)
     lens = torch.full((2,), 9, dtype=torch.int32, device=DEVICE)
     want = plain.decode(nxt, lens).float()
-    with counters.record() as rec:
+    with decode_step.one_launch_attention(False), counters.record() as rec:
         got = fused.decode(nxt, lens).float()
     assert (got - want).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
     assert (fused.k_cache - plain.k_cache).abs().max() < TOL and (fused.v_cache - plain.v_cache).abs().max() < TOL
-    assert rec.triton_launches <= 7 * TINY.n_layers + 1  # 5 + attention's 1 or 2 per layer, and the head
-    assert sum(rec.torch_compute_ops.values()) <= 2  # the embedding lookup and seq_lens + 1
+    assert rec.triton_launches <= 7 * TINY.n_layers + 1  # 4 matmuls, rope_and_cache, attention's 1 or 2; the head
+    assert sum(rec.torch_compute_ops.values()) == 2  # the embedding lookup and seq_lens + 1
+    with decode_step.one_launch_attention(), counters.record() as rec:
+        one = fused.decode(nxt, lens).float()
+    assert (one - got).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
+    assert rec.triton_launches == 5 * TINY.n_layers + 1  # the attention block in one launch
+    assert sum(rec.torch_compute_ops.values()) == 1  # the embedding lookup
 
 
 def test_quantised_weights_halve_the_bytes_and_keep_the_logits_close():

@@ -37,7 +37,12 @@ remaining items are skipped and say so):
    `--only 9` (about 2 minutes: it builds both models);
 10. the split rule in the step: the graphed fused step of LLAMA_1B and LLAMA_8B at batch 1 and 4096 positions
    with decode attention's splits at least GPU_MIN_BLOCKS tiles long for 4 (the default), 2 and 1 (more, shorter
-   splits: more programs for a cache that is little to read), timed in turns; each's logits against the default's.
+   splits: more programs for a cache that is little to read), timed in turns; each's logits against the default's;
+11. the fused step's attention in one launch (`kernels/rope_attention.py`; `decode_step.
+   one_launch_attention`) against three (rope_and_cache, decode attention's split kernel and its merge), as item 9
+   times PDL: LLAMA_1B and LLAMA_8B graphed at batch 1 and 4096 positions, off, on, off, on, with PDL on;
+12. the step's attention in five forms, timed in turns: three launches, and rope_attention with its first K/V tile
+   loaded before or after its PDL wait, the splits merged by its last program or by decode_attention's merge kernel.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -47,6 +52,7 @@ medians.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -59,6 +65,7 @@ from gpuprinciples.course.exercises import decoding as ex
 from gpuprinciples.course.kernels import decode_attention as dk
 from gpuprinciples.course.kernels import decode_step as ds
 from gpuprinciples.course.kernels import paged_attention as pk
+from gpuprinciples.course.kernels import rope_attention as ra
 from gpuprinciples.course.kernels import weight_only_matmul as wk
 from gpuprinciples.course.lab.decoder import (
     LLAMA_1B,
@@ -643,13 +650,14 @@ def batch_sweep():
 # -------------------------------------------------------------------------------------------------
 
 
-def pdl_values(m: Decoder, context: int) -> dict:
-    """One fused step from the same cache with PDL off and on: the largest logit difference (eager), and
-    whether a graph captured with PDL on replays to the token the step without it chooses."""
+def switch_values(m: Decoder, context: int, switch, what: str) -> dict:
+    """One fused step from the same cache with `switch` off and on: the largest logit difference (eager), and
+    whether a graph captured with it on replays to the token the step without it chooses."""
     lens = torch.full((1,), context, dtype=torch.int32, device=DEV)
     token = torch.zeros(1, dtype=torch.long, device=DEV)
-    off = m.decode(token, lens).float()
-    with ds.pdl(True):
+    with switch(False):
+        off = m.decode(token, lens).float()
+    with switch(True):
         on = m.decode(token, lens).float()
         if DEV == "cuda":
             replay = m.graphed_step(token, lens)
@@ -658,11 +666,9 @@ def pdl_values(m: Decoder, context: int) -> dict:
     graph_token = int(token[0]) if DEV == "cuda" else int(on.argmax(-1)[0])
     out = {"max_logit_difference": float((on - off).abs().max()),
            "graph_token_same": graph_token == int(off.argmax(-1)[0])}
-    print(f"   values, PDL on against off: max |logit difference| {out['max_logit_difference']:.2e}; the "
-          f"{'graphed step' if DEV == 'cuda' else 'step (eager: no graph on a CPU)'} with PDL chooses the same token: "
-          f"{out['graph_token_same']}")
-    if DEV == "cuda":
-        out["dot_lines_programmatic"] = pdl_graph_dump(m, lens)
+    print(f"   values, {what} on against off: max |logit difference| {out['max_logit_difference']:.2e}; the "
+          f"{'graphed step' if DEV == 'cuda' else 'step (eager: no graph on a CPU)'} with {what} chooses the same "
+          f"token: {out['graph_token_same']}")
     return out
 
 
@@ -689,42 +695,58 @@ def pdl_graph_dump(m: Decoder, lens: torch.Tensor) -> int | None:
     return count
 
 
-@item
-def pdl():
-    """9. PDL: the fused step of LLAMA_1B and LLAMA_8B graphed, Programmatic Dependent Launch off and on"""
+def switch_off_and_on(switch, what: str, dump=None) -> dict:
+    """The fused step of LLAMA_1B and LLAMA_8B graphed at batch 1 from 4096 positions, `switch` off, on, off, on;
+    the values each way; where the 1B step's time goes, each way."""
     context = sizes(4096, 32)
     copy = copy_ceiling()
     rows = {}
     for label, config in sizes((("LLAMA_1B", LLAMA_1B), ("LLAMA_8B", LLAMA_8B)), (("TINY", TINY),)):
-        m = filled_model(config, 1, context, fused=True)
-        rows[label] = {"values": pdl_values(m, context)}
+        m = filled(config, context)
+        rows[label] = {"values": switch_values(m, context, switch, what)}
+        if dump and DEV == "cuda":
+            rows[label]["values"]["dump"] = dump(m, torch.full((1,), context, dtype=torch.int32, device=DEV))
         need = decode_step_bytes(config, 1, context)
         print(f"   {label + ', decode step, batch 1, ' + str(context) + ' positions':56}{'ms':>8}{'tokens/s':>10}"
               f"{'GB read':>9}{'TB/s':>7}{'of copy':>8}")
         times = {False: [], True: []}
         for on in (False, True, False, True):  # interleaved: a drift of the GPU's clock shows as a spread
-            with ds.pdl(on):
+            with switch(on):
                 seconds = graph_time(m, 1, context)
             times[on].append(seconds)
-            name = f"CUDA graph, fused kernels, PDL {'on' if on else 'off'} (run {len(times[on])})"
+            name = f"CUDA graph, fused kernels, {what} {'on' if on else 'off'} (run {len(times[on])})"
             print(f"   {name:56}{seconds * 1e3:8.3f}{1 / seconds:10,.0f}{need / 1e9:9.3f}{need / seconds / 1e12:7.2f}"
                   f"{need / seconds / copy:8.0%}", flush=True)
             rows[label][name] = {"ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "bytes": need,
                                  "of_copy": need / seconds / copy}
         best = {on: min(t) for on, t in times.items()}
         rows[label]["on_over_off"] = best[True] / best[False]
-        print(f"   {label}: PDL on / off, fastest run each: {best[True] / best[False]:.3f} "
+        print(f"   {label}: {what} on / off, fastest run each: {best[True] / best[False]:.3f} "
               f"({best[False] * 1e3:.3f} -> {best[True] * 1e3:.3f} ms; {need / best[False] / copy:.0%} -> "
               f"{need / best[True] / copy:.0%} of copy)")
         if DEV == "cuda" and label == "LLAMA_1B":
             for on in (False, True):
-                with ds.pdl(on):
-                    rows[label][f"profile, PDL {'on' if on else 'off'}"] = profile_step(
-                        f"graphed step, fused kernels, PDL {'on' if on else 'off'}", m, context, best[on])
-        del m
-        if DEV == "cuda":
-            torch.cuda.empty_cache()
+                with switch(on):
+                    rows[label][f"profile, {what} {'on' if on else 'off'}"] = profile_step(
+                        f"graphed step, fused kernels, {what} {'on' if on else 'off'}", m, context, best[on])
     return rows
+
+
+FILLED: dict = {}
+
+
+def filled(config, context: int) -> Decoder:
+    """The fused model at batch 1 with `context` positions cached, built once for every item that times it
+    (16 GB at LLAMA_8B: building it is most of such an item's time)."""
+    if (config, context) not in FILLED:
+        FILLED[config, context] = filled_model(config, 1, context, fused=True)
+    return FILLED[config, context]
+
+
+@item
+def pdl():
+    """9. PDL: the fused step of LLAMA_1B and LLAMA_8B graphed, Programmatic Dependent Launch off and on"""
+    return switch_off_and_on(ds.pdl, "PDL", dump=pdl_graph_dump)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -732,42 +754,83 @@ def pdl():
 # -------------------------------------------------------------------------------------------------
 
 
-@item
-def step_splits():
-    """10. splits in the step: the graphed fused step at batch 1, decode attention's GPU_MIN_BLOCKS 4, 2, 1"""
+def step_variants(variants: dict) -> dict:
+    """The graphed fused step of LLAMA_1B and LLAMA_8B at batch 1 from 4096 positions under each of `variants`
+    (name -> a context manager factory; the first is the baseline), two rounds in turns (a drift of the GPU's
+    clock shows as a spread): ms of each round, share of copy, logits against the baseline's."""
     context = sizes(4096, 32)
     copy = copy_ceiling()
     rows = {}
-    default = dk.GPU_MIN_BLOCKS
     for label, config in sizes((("LLAMA_1B", LLAMA_1B), ("LLAMA_8B", LLAMA_8B)), (("TINY", TINY),)):
-        m = filled_model(config, 1, context, fused=True)
+        m = filled(config, context)
         need = decode_step_bytes(config, 1, context)
         lens = torch.full((1,), context, dtype=torch.int32, device=DEV)
         token = torch.zeros(1, dtype=torch.long, device=DEV)
         times, logits = {}, {}
-        try:
-            for least in (4, 2, 1, 4, 2, 1):  # in turns: a drift of the GPU's clock shows as a spread
-                dk.GPU_MIN_BLOCKS = least
-                splits = dk.plan(torch.empty(1, config.n_heads, config.head_dim, device=DEV), config.n_kv_heads,
-                                 m.max_seq)["splits"]
-                if least not in logits:
-                    logits[least] = m.decode(token, lens.clone()).float()
-                seconds = graph_time(m, 1, context)
-                times.setdefault(least, []).append(seconds)
-                print(f"   {label}: splits of at least {least} tiles ({splits} splits): {seconds * 1e3:.3f} ms, "
-                      f"{need / seconds / copy:.0%} of copy", flush=True)
-        finally:
-            dk.GPU_MIN_BLOCKS = default
-        rows[label] = {least: {"ms": [t * 1e3 for t in ts], "of_copy": need / min(ts) / copy,
-                               "max_logit_difference": (logits[least] - logits[default]).abs().max().item()}
-                       for least, ts in times.items()}
-        print(f"   {label}: fastest of each " + ", ".join(
-            f"{least}: {min(ts) * 1e3:.3f} ms ({need / min(ts) / copy:.0%}, logits off by "
-            f"{rows[label][least]['max_logit_difference']:.1e})" for least, ts in times.items()))
-        del m
-        if DEV == "cuda":
-            torch.cuda.empty_cache()
+        for _ in range(2):
+            for name, variant in variants.items():
+                with variant():
+                    if name not in logits:
+                        logits[name] = m.decode(token, lens.clone()).float()
+                    times.setdefault(name, []).append(graph_time(m, 1, context))
+        base = logits[next(iter(variants))]
+        rows[label] = {name: {"ms": [t * 1e3 for t in ts], "of_copy": need / min(ts) / copy,
+                              "max_logit_difference": (logits[name] - base).abs().max().item()}
+                       for name, ts in times.items()}
+        for name, row in rows[label].items():
+            print(f"   {label}: {name:66} {' / '.join(f'{t:.3f}' for t in row['ms'])} ms, {row['of_copy']:.0%} of "
+                  f"copy, logits off by {row['max_logit_difference']:.1e}", flush=True)
     return rows
+
+
+@contextlib.contextmanager
+def least_blocks(least: int):
+    """Decode attention's splits at least `least` tiles long."""
+    saved, dk.GPU_MIN_BLOCKS = dk.GPU_MIN_BLOCKS, least
+    try:
+        yield
+    finally:
+        dk.GPU_MIN_BLOCKS = saved
+
+
+@item
+def step_splits():
+    """10. splits in the step: the graphed fused step at batch 1, decode attention's GPU_MIN_BLOCKS 4, 2, 1"""
+    return step_variants({f"splits of at least {least} tiles": (lambda least=least: least_blocks(least))
+                          for least in (dk.GPU_MIN_BLOCKS, 2, 1)})
+
+
+@item
+def one_launch():
+    """11. the step's attention in one launch (rope_attention) against three (rope_and_cache, split, merge)"""
+    return switch_off_and_on(ds.one_launch_attention, "one-launch attention")
+
+
+@contextlib.contextmanager
+def attention_form(one_launch: bool, early_tile: bool = True, merge_in_kernel: bool = True):
+    """The fused step's attention: three launches, or rope_attention with its two options."""
+    saved = ra.EARLY_TILE, ra.MERGE_IN_KERNEL
+    ra.EARLY_TILE, ra.MERGE_IN_KERNEL = early_tile, merge_in_kernel
+    try:
+        with ds.one_launch_attention(one_launch):
+            yield
+    finally:
+        ra.EARLY_TILE, ra.MERGE_IN_KERNEL = saved
+
+
+ATTENTION_FORMS = {  # name -> attention_form's arguments
+    "three launches (rope_and_cache, split, merge)": (False,),
+    "rope_attention, first tile early, merged in the kernel": (True, True, True),
+    "rope_attention, first tile after the wait, merged in the kernel": (True, False, True),
+    "rope_attention, first tile early, merge kernel after": (True, True, False),
+    "rope_attention, first tile after the wait, merge kernel after": (True, False, False),
+}
+
+
+@item
+def attention_forms():
+    """12. the step's attention: three launches against rope_attention's four forms, in turns"""
+    return step_variants({name: (lambda form=form: attention_form(*form)) for name, form in ATTENTION_FORMS.items()})
 
 
 # -------------------------------------------------------------------------------------------------
@@ -825,7 +888,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
-                step_splits):
+                step_splits, one_launch, attention_forms):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

@@ -108,14 +108,15 @@ def finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, so
 
 @triton.jit
 def merge_splits_kernel(OPart, LsePart, SeqLens, Out, Hq, chunk, spb, sph, sps, slb, slh, sob, soh,
-                        D: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr = False):
-    """out[b, h] = Σ_s 2^(lse_s - max) · o_s / Σ_s 2^(lse_s - max), over the splits that held keys."""
+                        D: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr = False, NEW_TOKEN: tl.constexpr = 0):
+    """out[b, h] = Σ_s 2^(lse_s - max) · o_s / Σ_s 2^(lse_s - max), over the splits that held keys (NEW_TOKEN = 1:
+    SeqLens holds the new token's positions, one less than the lengths)."""
     if PDL:
         tl.extra.cuda.gdc_wait()
     pid = tl.program_id(0)
     b = (pid // Hq).to(tl.int64)
     h = (pid % Hq).to(tl.int64)
-    n_live = (tl.load(SeqLens + b) + chunk - 1) // chunk  # (tl.cdiv is a jit call: slow in the interpreter)
+    n_live = (tl.load(SeqLens + b) + NEW_TOKEN + chunk - 1) // chunk  # (tl.cdiv is a jit call: slow in the interpreter)
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, D)
     live = offs_s < n_live

@@ -21,12 +21,15 @@ enough tiles). With M = 1 it accumulates the products elementwise and sums them 
 `rope_and_cache` is one launch per layer for what the PyTorch step does in ~22: rotate q and k by the
 position's angles, write k and v into the static cache at position seq_lens[b], and return q.
 
-Five launches per layer in all, besides attention's two: 7 instead of ~46.
+Five launches per layer in all, besides attention's two: 7 instead of ~46. `one_launch_attention()` goes further:
+`kernels/rope_attention.py` does the rotary embedding, the cache write and the attention with its merge in one
+launch, 5 a layer (not the default: measured slower on an H200, `ONE_LAUNCH_ATTENTION`).
 
 PDL (Programmatic Dependent Launch, sm_90+), on by default (`with pdl(False):` for a step without it): both
 kernels (and the fused step's attention) launch with `launch_pdl=True`, so each starts while the kernel before it
 drains: fused_linear loads its first weight tile (weights: no kernel of the step writes them) before
-`gdc_wait()`, and reads x, the residual and the position only after it. Every program waits, so a kernel's end
+`gdc_wait()`, and reads x, the residual and the position only after it. (Two tiles, at LLAMA_1B's shapes all of a
+program's weights, made the step 2 % slower on an H200: docs/roof-h200.md.) Every program waits, so a kernel's end
 still implies its predecessors' ends. Under the interpreter the PDL form of each kernel runs with the waits doing
 nothing: the same values.
 """
@@ -168,18 +171,34 @@ def config_for(x: torch.Tensor, w: torch.Tensor) -> dict:
 # of LLAMA_1B took 0.972 ms with it against 1.114 without (55 % -> 63 % of copy), LLAMA_8B's 4.516 against 4.703
 # (78 % -> 81 %), the logits bit for bit the same. Before Hopper, and with a Triton without PDL, it does nothing.
 PDL = True
+# The fused step's attention as one launch (kernels/rope_attention.py: rotary embedding, cache write, split-KV
+# attention and the merge), where off it is three: rope_and_cache, decode_attention's split kernel and its merge.
+# Off: on an H200 one launch made the graphed step 4 % slower at LLAMA_1B, 2 % at LLAMA_8B; on an H100 the merge in
+# the kernel was that cost, and without it the step was as fast as with three launches (docs/roof-h200.md#one-launch).
+ONE_LAUNCH_ATTENTION = False
 
 
 @contextlib.contextmanager
-def pdl(on: bool = True):
-    """Launch fused_linear, rope_and_cache and (through the fused step) decode_attention with Programmatic
-    Dependent Launch inside the block (a CUDA graph captured inside keeps it)."""
-    global PDL
-    saved, PDL = PDL, on
+def switched(name: str, value):
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION) set to `value` inside the block."""
+    saved = globals()[name]
+    globals()[name] = value
     try:
         yield
     finally:
-        PDL = saved
+        globals()[name] = saved
+
+
+def pdl(on: bool = True):
+    """Launch fused_linear, rope_and_cache and (through the fused step) the attention kernels with Programmatic
+    Dependent Launch inside the block (a CUDA graph captured inside keeps it)."""
+    return switched("PDL", on)
+
+
+def one_launch_attention(on: bool = True):
+    """Inside the block the fused step attends with rope_attention (one launch) if `on`, else with rope_and_cache
+    and decode_attention (three)."""
+    return switched("ONE_LAUNCH_ATTENTION", on)
 
 
 def pdl_options(x: torch.Tensor) -> dict:

@@ -21,7 +21,8 @@ Linear layers run in the model's dtype, or with 8-bit weights (`quantize("int8")
 
 `fused=True` runs the decode step on the kernels of `kernels/decode_step.py`: each matmul a matrix-vector
 kernel with the RMSNorm before it, the SwiGLU and the residual add folded in, and the rotary embedding with the
-cache write as one launch: 7 launches per layer instead of ~46 (the prefill is unchanged). Its kernels are
+cache write as one launch: 7 launches per layer instead of ~46 (5 with `decode_step.one_launch_attention()`, where
+`kernels/rope_attention.py` also does the attention; the prefill is unchanged). Its kernels are
 written for small batches (one multiply-add per weight loaded, no tensor cores).
 """
 
@@ -35,6 +36,7 @@ import torch.nn.functional as F
 from ..kernels import decode_step
 from ..kernels.decode_attention import decode_attention
 from ..kernels.decode_step import fused_linear, rope_and_cache
+from ..kernels.rope_attention import rope_attention
 from ..kernels.weight_only_matmul import quantize as quantize_weight
 from ..kernels.weight_only_matmul import weight_only_matmul
 
@@ -146,6 +148,8 @@ class Decoder:
         angles = torch.arange(max_seq, device=device, dtype=torch.float32)[:, None] * inv[None, :]
         self.cos, self.sin = angles.cos(), angles.sin()  # [max_seq, head_dim / 2]
         self.rows = torch.arange(batch, device=device)
+        # per layer, where rope_attention's programs count themselves in (kept at zero between steps)
+        self.split_counts = torch.zeros((c.n_layers, batch * c.n_kv_heads), device=device, dtype=torch.int32)
 
     # --- weights ---------------------------------------------------------------------------------
 
@@ -240,19 +244,24 @@ class Decoder:
         return self._logits(x)
 
     def _decode_fused(self, tokens: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:
-        """`decode` on the fused kernels: per layer, RMSNorm + q/k/v matmul, rotary embedding + cache write,
-        attention (one or two launches), output matmul + residual, RMSNorm + gate/up matmul, SwiGLU + down matmul
-        + residual; then RMSNorm + the output head."""
+        """`decode` on the fused kernels: per layer, RMSNorm + q/k/v matmul, rotary embedding + cache write +
+        attention (three launches; one with `decode_step.one_launch_attention()`), output matmul + residual,
+        RMSNorm + gate/up matmul, SwiGLU + down matmul + residual; then RMSNorm + the output head."""
         assert self.attention == "triton", "the fused step attends with the split-KV kernel"
         c = self.config
         B = tokens.shape[0]
-        lengths = seq_lens + 1  # with the new token
+        one_launch = decode_step.ONE_LAUNCH_ATTENTION
+        lengths = None if one_launch else seq_lens + 1  # with the new token
         x = self.embed[tokens]
         for i, layer in enumerate(self.layers):
             k_cache, v_cache = self.k_cache[i, :B], self.v_cache[i, :B]
             qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
-            q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
-            attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
+            if one_launch:
+                attn = rope_attention(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads,
+                                      self.split_counts[i], pdl=decode_step.PDL)
+            else:
+                q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
+                attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
             x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
             gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
             x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x)
@@ -287,7 +296,7 @@ class Decoder:
 
 
 KERNEL_GROUPS = (  # the first group whose words a kernel's name holds
-    ("attention: split-KV + merge", ("split_kv_kernel", "merge_splits_kernel")),
+    ("attention: split-KV + merge", ("split_kv_kernel", "merge_splits_kernel", "rope_attention_kernel")),
     ("attention: SDPA", ("flash", "fmha", "sdpa", "attention")),
     ("rotary embedding + cache write", ("rope_cache_kernel",)),
     ("matmuls: fused_linear", ("fused_linear_kernel",)),
