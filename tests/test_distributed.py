@@ -177,6 +177,83 @@ def test_per_rank_data_reaches_its_rank_only():
         D.run_ranks(_what_this_rank_holds, 3, per_rank=[(1,), (2,)])
 
 
+# ---------------------------------------------------------------------------------------------
+# The graded ranks' collectives behave as NCCL's where gloo's differ (sandbox/ranks.py, AsOnNccl)
+# ---------------------------------------------------------------------------------------------
+
+
+def _nccl_like_rank(rank, world):
+    """Each of gloo's differences from NCCL, on real ranks; the values NCCL would give."""
+    import torch.distributed as dist
+    out = {}
+    # a dropped isend request still arrives (gloo cancelled it when the request was garbage-collected)
+    if rank == 0:
+        dist.isend(torch.full((3,), 7.0), 1)
+    else:
+        got = torch.empty(3)
+        dist.recv(got, 0)
+        out["dropped_isend"] = got
+    # PREMUL_SUM (gloo has none): each rank's tensor scaled, then summed
+    x = torch.full((4,), float(rank + 1))
+    dist.all_reduce(x, op=dist._make_nccl_premul_sum(0.5))
+    out["premul"] = x
+    # reduce leaves a non-root rank's tensor as it was (gloo wrote partial sums into it)
+    y = torch.full((4,), float(rank + 1))
+    dist.reduce(y, dst=0)
+    out["reduce"] = y
+    # a second wait on a request returns (gloo's waited for another message)
+    peer = 1 - rank
+    pair = [dist.isend(torch.ones(2), peer), dist.irecv(torch.empty(2), peer)]
+    for _ in range(2):
+        for request in pair:
+            request.wait()
+    # one batch_isend_irecv is one request, as NCCL's: waiting the first waits the receive
+    z = torch.zeros(2)
+    ops = [dist.P2POp(dist.irecv, z, peer), dist.P2POp(dist.isend, torch.full((2,), 3.0), peer)]
+    dist.batch_isend_irecv(ops)[0].wait()
+    out["batch"] = z.clone()
+    return out
+
+
+def test_graded_ranks_behave_as_nccl_where_gloo_differs():
+    for rank, out in enumerate(D.run_ranks(_nccl_like_rank, 2, timeout=60, collective_timeout=20)):
+        if rank == 1:
+            assert torch.equal(out["dropped_isend"], torch.full((3,), 7.0))
+        assert torch.equal(out["premul"], torch.full((4,), 1.5))  # 0.5 * 1 + 0.5 * 2
+        assert torch.equal(out["reduce"], torch.full((4,), 3.0 if rank == 0 else 2.0))
+        assert torch.equal(out["batch"], torch.full((2,), 3.0))
+
+
+def _touches_unwaited(rank, world, touch):
+    import torch.distributed as dist
+    grad = torch.full((8,), float(rank))
+    work = dist.all_reduce(grad, async_op=True)
+    if touch == "neighbour":  # a tensor beside it in the same storage: no race
+        buffer = torch.zeros(16)
+        pending = buffer[:8]
+        work2 = dist.all_reduce(pending, async_op=True)
+        buffer[8:].fill_(1.0)
+        work2.wait()
+    if touch == "write":
+        grad /= world
+    if touch == "read":
+        grad.sum()
+    work.wait()
+    return grad
+
+
+@pytest.mark.parametrize("touch,race", [("write", "wrote to"), ("read", "read"), ("neighbour", None), ("none", None)])
+def test_a_tensor_touched_before_its_request_is_waited_for_is_a_race(touch, race):
+    # on a GPU the rank's kernels and NCCL's transfer race (two streams); on gloo the outcome was timing's too
+    if race is None:
+        results = D.run_ranks(_touches_unwaited, 2, (touch,), timeout=60, collective_timeout=20)
+        assert all(torch.equal(r, torch.ones(8)) for r in results)
+        return
+    with pytest.raises(D.RankError, match="CollectiveRace") as raised:
+        D.run_ranks(_touches_unwaited, 2, (touch,), timeout=60, collective_timeout=20)
+    assert race in str(raised.value) and "all_reduce" in str(raised.value)
+
+
 def test_ring_bytes_model():
     assert D.ring_bytes_sent("all_reduce", 1000, 4) == 1500
     assert D.ring_bytes_sent("reduce_scatter", 1000, 4) == 750
