@@ -375,8 +375,8 @@ class AsOnNccl(TorchDispatchMode):
         work = out[-1] if isinstance(out, tuple) and out else out
         if not isinstance(work, torch.ScriptObject):
             return
-        caller, learner, batch = _frames()
-        if caller is None:  # issued from torch's own C++ (DDP's reducer...), which waits for it itself
+        by_torch_distributed, learner, batch = _frames()
+        if not by_torch_distributed:  # no dist.* call handed it back: torch's C++ (DDP's reducer...) waits for it
             return
         work = dist.Work.unbox(work)  # the object the learner's call returns (pybind keeps one per request)
         token = None
@@ -514,14 +514,15 @@ def _stand_in(name: str, args: list) -> None:
 
 def _premul_factor():
     """The factor of the PREMUL_SUM being issued: the ReduceOp the learner passed (torch.distributed's call holds
-    it; the op that reaches the dispatcher does not carry its factor)."""
+    it; the op that reaches the dispatcher does not carry its factor). Read from its pickled state, (op, factor):
+    PyTorch 2.13 also names it ReduceOp.factor, 2.11 (the GPU machine's) has no such attribute."""
     import torch.distributed as dist
     frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_filename == _C10D:
             value = frame.f_locals.get("op")
             if isinstance(value, dist.ReduceOp) and value.op == dist.ReduceOp.RedOpType.PREMUL_SUM:
-                return value.factor
+                return value.__getstate__()[1]  # a number or a one-element tensor
         frame = frame.f_back
     return None
 
@@ -595,25 +596,25 @@ def _from_torch_distributed() -> bool:
 
 
 def _frames():
-    """(the frame that issued the collective, None when torch's own code did; the learner's innermost frame;
-    the frame of the batch_isend_irecv it is part of). The issuer is the first frame past the dispatcher's, the
-    counters' and this file's: torch.distributed's functions hand their request to their caller, as does the
-    learner's own call of a process group's method; anything else of torch.distributed's (DDP, FSDP) waits
-    for it in C++ itself."""
+    """(whether torch.distributed's own Python issued the collective; the learner's innermost frame; the frame of
+    the batch_isend_irecv it is part of). A request is the learner's to wait for when torch.distributed's
+    functions (dist.isend, dist.all_reduce, ...) hand it back: the first frame past the dispatcher's, the
+    counters' and this file's is theirs. A collective issued from C++ (DDP's reducer in backward, its
+    _broadcast_coalesced) shows the learner's frame there instead, or another of torch.distributed's files: torch
+    waits for those itself, in C++, where Work's Python methods never see it. A learner's direct call of a
+    process group's method looks the same, and is left to gloo as it is."""
     issuer, learner, batch = None, None, None
-    decided = False
     frame = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not decided and not _machinery(name):
-            decided = True
-            issuer = frame if name == _C10D or not name.startswith(_TORCH) else None
+        if issuer is None and not _machinery(name):
+            issuer = frame
         if learner is None and not name.startswith((_TORCH, _PACKAGE, *_INSTALLED, "<")) and name not in _OURS:
             learner = frame
         if batch is None and frame.f_code.co_name == "batch_isend_irecv" and name == _C10D:
             batch = frame
         frame = frame.f_back
-    return issuer, learner, batch
+    return issuer is not None and issuer.f_code.co_filename == _C10D, learner, batch
 
 
 def _line(frame) -> str:

@@ -136,13 +136,14 @@ def _ddp_traffic(rank: int, world: int, counted: dict, grad_bytes: int, where: s
                        f"({reduced / grad_bytes:.2g}×): all-reduce each gradient once, every extra "
                        f"pass costs another 2(n−1)/n of its size on the network{where}")
     elif halves:
-        # each half sends (n−1)/n of its size; a reduce-scatter's input may be padded to a multiple of n elements
+        # an all-reduce sends 2(n−1)/n of its size, each half (n−1)/n; a half's tensor may be padded by up to n−1
+        # elements (to a multiple of n). Compared in whole bytes, as multiples of (n−1)/n: a padding of exactly
+        # n−1 elements is the budget to the byte, where floats came out 1e-13 over it
         n = world
-        padding = sum((n - 1) * c.get("element_size", 8) for c in counted["calls"]
-                      if c["kind"] in ("reduce_scatter", "all_gather"))
-        sent = 2 * (n - 1) / n * reduced + (n - 1) / n * halves
-        budget = 2 * (n - 1) / n * grad_bytes
-        if sent > budget + (n - 1) / n * padding:
+        padding = sum((n - 1) * call["element_size"] for call in counted["calls"]
+                      if call["kind"] in ("reduce_scatter", "all_gather"))
+        if 2 * reduced + halves > 2 * grad_bytes + padding:
+            sent, budget = (n - 1) / n * (2 * reduced + halves), 2 * (n - 1) / n * grad_bytes
             reasons.append(f"rank {rank} sent {sent:,.0f} bytes (all_reduce {reduced:,}, reduce_scatter "
                            f"{bytes_of.get('reduce_scatter', 0):,}, all_gather {bytes_of.get('all_gather', 0):,} "
                            f"bytes): combining the gradients once sends 2(n−1)/n of their {grad_bytes:,} bytes = "

@@ -1,8 +1,8 @@
 # exercise: distributed.allreduce_gradients
 # function: allreduce_gradients
 # verdict: passed
-# Right: ReduceOp.AVG, NCCL's average. gloo has it too since PyTorch 2.8 (this package needs 2.11 or newer);
-# a pin that the graded ranks keep accepting it on every supported PyTorch.
+# Right: ReduceOp.AVG, NCCL's average. gloo has it too in the PyTorch this package supports (2.11 to 2.14; run
+# on 2.11 and 2.13): a pin that the graded ranks keep accepting it.
 import torch.distributed as dist
 
 

@@ -4,7 +4,9 @@
 # says: collectiverace
 # says: was still sending
 # Wrong: copies each chunk into one send buffer and isends it without ever waiting: the next step overwrites the
-# buffer while the isend may still be reading it (on a GPU the copy runs on the rank's stream, the send on NCCL's).
+# buffer while the isend may still be reading it (on a GPU the copy runs on the rank's stream, the send on NCCL's,
+# one per pair of ranks as NCCL starts lazily; with device_id= the group's ops are serialised and the blocking
+# recv's wait happens to order them: undefined by PyTorch's contract either way).
 # gloo cancelled the dropped sends and every rank timed out after 60 s; it now fails at once, as a race.
 import torch
 import torch.distributed as dist
