@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 _C10D = {
     "allreduce_": ("all_reduce", 0), "allreduce_coalesced_": ("all_reduce", 0),
     "_allgather_base_": ("all_gather", 0), "allgather_": ("all_gather", 0),
-    "allgather_into_tensor_coalesced_": ("all_gather", 0),
+    "allgather_into_tensor_coalesced_": ("all_gather", 0), "allgather_coalesced_": ("all_gather", 0),
     "_reduce_scatter_base_": ("reduce_scatter", 1), "reduce_scatter_": ("reduce_scatter", 1),
     "reduce_scatter_tensor_coalesced_": ("reduce_scatter", 1),
     "broadcast_": ("broadcast", 0), "reduce_": ("reduce", 0), "gather_": ("gather", 1),
@@ -30,8 +30,9 @@ _FUNCTIONAL = {
     "all_reduce": "all_reduce", "all_reduce_": "all_reduce", "all_reduce_coalesced": "all_reduce",
     "all_gather_into_tensor": "all_gather", "all_gather_into_tensor_out": "all_gather",
     "all_gather_into_tensor_coalesced": "all_gather", "reduce_scatter_tensor": "reduce_scatter",
-    "reduce_scatter_tensor_coalesced": "reduce_scatter", "broadcast": "broadcast",
-    "all_to_all_single": "all_to_all",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter", "reduce_scatter_tensor_out": "reduce_scatter",
+    "broadcast": "broadcast", "broadcast_": "broadcast", "all_to_all_single": "all_to_all",
+    "isend": "send", "irecv": "recv",
 }
 
 
@@ -60,12 +61,24 @@ def _nbytes(tree) -> int:
     return 0
 
 
+def _element_size(tree) -> int:
+    """The element size of the first tensor in `tree` (0 without one)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.element_size()
+    for t in tree if isinstance(tree, (list, tuple)) else ():
+        size = _element_size(t)
+        if size:
+            return size
+    return 0
+
+
 @dataclass
 class Collectives:
     """What one block of code sent: one entry per collective call, in order."""
 
     world_size: int = 1
-    calls: list[dict] = field(default_factory=list)  # {"kind", "op", "bytes"} (bytes: the logical size S)
+    # {"kind", "op", "bytes", "element_size"} (bytes: the logical size S)
+    calls: list[dict] = field(default_factory=list)
 
     @property
     def counts(self) -> Counter:
@@ -111,14 +124,20 @@ class _CollectiveMode(TorchDispatchMode):
         name = func._schema.name.split("::", 1)[-1]
         if namespace == "c10d" and name in _C10D:
             kind, where = _C10D[name]
-            size = _nbytes(args[where]) if where is not None and len(args) > where else 0
-            self.record.calls.append({"kind": kind, "op": f"c10d.{name}", "bytes": size})
+            held = args[where] if where is not None and len(args) > where else None
+            self.record.calls.append({"kind": kind, "op": f"c10d.{name}", "bytes": _nbytes(held),
+                                      "element_size": _element_size(held)})
         elif namespace in ("_c10d_functional", "c10d_functional") and name in _FUNCTIONAL:
             kind = _FUNCTIONAL[name]
             size = _nbytes(args[0])
             if kind == "all_gather":  # the input is one shard; S is the gathered output
                 size *= int(args[1]) if len(args) > 1 and isinstance(args[1], int) else self.record.world_size
-            self.record.calls.append({"kind": kind, "op": f"{namespace}.{name}", "bytes": size})
+            self.record.calls.append({"kind": kind, "op": f"{namespace}.{name}", "bytes": size,
+                                      "element_size": _element_size(args[0])})
+        elif namespace in ("_c10d_functional", "c10d_functional") and name == "batch_p2p_ops":
+            for op, tensor in zip(args[0], args[3]):  # ("isend" | "irecv", ...), one tensor each
+                self.record.calls.append({"kind": "send" if "send" in op else "recv", "op": f"{namespace}.{name}",
+                                          "bytes": _nbytes(tensor), "element_size": _element_size(tensor)})
         return func(*args, **kwargs)
 
 

@@ -109,20 +109,46 @@ def _ddp_compare(got, expected, case: Case) -> list[str]:
                 continue
             reasons.append(_why_grad_wrong(rank, i, g, w, local, world) + where)
             break  # one sentence per rank is enough
-        counted = result["collectives"]
         grad_bytes = sum(g.numel() * g.element_size() for g in want if g is not None)
-        reduced = counted["bytes"].get("all_reduce", 0)
-        others = sorted(k for k in counted["counts"] if k != "all_reduce")
-        if others:
-            reasons.append(f"rank {rank} called {', '.join(others)}: averaging gradients needs only all_reduce "
-                           "(a broadcast copies one rank's gradients instead of combining them)" + where)
-        if reduced == 0:
-            reasons.append(f"rank {rank} called no all_reduce: the gradients were never combined{where}")
-        elif reduced > grad_bytes:
-            reasons.append(f"rank {rank} all-reduced {reduced:,} bytes but the gradients are {grad_bytes:,} bytes "
-                           f"({reduced / grad_bytes:.2g}×): all-reduce each gradient once, every extra "
-                           f"pass costs another 2(n−1)/n of its size on the network{where}")
+        reasons += _ddp_traffic(rank, world, result["collectives"], grad_bytes, where)
     return _dedupe(reasons)
+
+
+# an all-reduce, or the same in two halves (a reduce-scatter, then an all-gather: what a ring all-reduce does);
+# a barrier carries no gradient (NCCL's is a one-element all-reduce)
+_DDP_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "barrier")
+
+
+def _ddp_traffic(rank: int, world: int, counted: dict, grad_bytes: int, where: str) -> list[str]:
+    """What the counted collectives say: the gradients combined, each once (by the ring model's bytes)."""
+    bytes_of = counted["bytes"]
+    reduced = bytes_of.get("all_reduce", 0)
+    halves = bytes_of.get("reduce_scatter", 0) + bytes_of.get("all_gather", 0)
+    others = sorted(k for k in counted["counts"] if k not in _DDP_COLLECTIVES)
+    reasons = []
+    if others:
+        reasons.append(f"rank {rank} called {', '.join(others)}: averaging gradients needs only all_reduce "
+                       "(a broadcast copies one rank's gradients instead of combining them)" + where)
+    if reduced == 0 and not halves:
+        reasons.append(f"rank {rank} called no all_reduce: the gradients were never combined{where}")
+    elif not halves and reduced > grad_bytes:
+        reasons.append(f"rank {rank} all-reduced {reduced:,} bytes but the gradients are {grad_bytes:,} bytes "
+                       f"({reduced / grad_bytes:.2g}×): all-reduce each gradient once, every extra "
+                       f"pass costs another 2(n−1)/n of its size on the network{where}")
+    elif halves:
+        # an all-reduce sends 2(n−1)/n of its size, each half (n−1)/n; a half's tensor may be padded by up to n−1
+        # elements (to a multiple of n). Compared in whole bytes, as multiples of (n−1)/n: a padding of exactly
+        # n−1 elements is the budget to the byte, where floats came out 1e-13 over it
+        n = world
+        padding = sum((n - 1) * call["element_size"] for call in counted["calls"]
+                      if call["kind"] in ("reduce_scatter", "all_gather"))
+        if 2 * reduced + halves > 2 * grad_bytes + padding:
+            sent, budget = (n - 1) / n * (2 * reduced + halves), 2 * (n - 1) / n * grad_bytes
+            reasons.append(f"rank {rank} sent {sent:,.0f} bytes (all_reduce {reduced:,}, reduce_scatter "
+                           f"{bytes_of.get('reduce_scatter', 0):,}, all_gather {bytes_of.get('all_gather', 0):,} "
+                           f"bytes): combining the gradients once sends 2(n−1)/n of their {grad_bytes:,} bytes = "
+                           f"{budget:,.0f}, as one all-reduce or a reduce-scatter then an all-gather of each{where}")
+    return reasons
 
 
 def _why_grad_wrong(rank, i, g, w, local, world) -> str:
@@ -229,7 +255,7 @@ def _ring_compare(got, expected, case: Case) -> list[str]:
                                f"the first is element {first}, in chunk {chunk} of {world}: a chunk was sent, "
                                f"received or added in the wrong place{where}")
         counted = result["collectives"]
-        not_p2p = sorted(k for k in counted["counts"] if k not in ("send", "recv"))
+        not_p2p = sorted(k for k in counted["counts"] if k not in ("send", "recv", "barrier"))  # a barrier: no data
         if not_p2p:
             reasons.append(f"rank {rank} called {', '.join(not_p2p)}: this exercise builds the all-reduce "
                            f"itself, from send and recv only{where}")
