@@ -342,7 +342,8 @@ def _exits(rank, world):
 
 
 def test_a_rank_that_exits_without_a_result_is_a_sentence(zygote):
-    with pytest.raises(D.RankError, match=r"rank 0 of 2 ended before it could report a result: .*os\._exit"):
+    # both ranks exit at once: the sentence names whichever the grader saw end first
+    with pytest.raises(D.RankError, match=r"rank [01] of 2 ended before it could report a result: .*os\._exit"):
         D.run_ranks(_exits, 2, per_rank=[(), ()], timeout=60)
 
 
