@@ -6,17 +6,14 @@ that a GPU passes failed. The watch now follows the learner's backward too (plac
 # function: attention
 # verdict: passed
 import torch
-from _function import attention_lse, backward_into
+from _function import SavesForBackward, backward_into
 
 
-class FlashAttention(torch.autograd.Function):
+class FlashAttention(SavesForBackward):
     @staticmethod
     def forward(ctx, q, k, v, causal=False):
         assert q.is_cuda and k.is_cuda and v.is_cuda, "FlashAttention runs on the GPU"
-        o, lse = attention_lse(q, k, v, causal)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal = causal
-        return o
+        return SavesForBackward.forward(ctx, q, k, v, causal)
 
     @staticmethod
     def backward(ctx, do):

@@ -7,17 +7,10 @@ no torch function mode on), and this passed."""
 # verdict: failed
 # says: cannot be accessed from triton
 import torch
-from _function import attention_lse, backward_into
+from _function import SavesForBackward, backward_into
 
 
-class FlashAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, causal=False):
-        o, lse = attention_lse(q, k, v, causal)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal = causal
-        return o
-
+class FlashAttention(SavesForBackward):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors

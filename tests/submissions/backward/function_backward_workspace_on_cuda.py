@@ -6,17 +6,10 @@ compiled with CUDA enabled" there and a right answer failed."""
 # function: attention
 # verdict: passed
 import torch
-from _function import attention_lse, backward_into
+from _function import SavesForBackward, backward_into
 
 
-class FlashAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, causal=False):
-        o, lse = attention_lse(q, k, v, causal)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal = causal
-        return o
-
+class FlashAttention(SavesForBackward):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
