@@ -116,13 +116,29 @@ def train(step, recipe: dict, device: str) -> dict:
     model, optimizer, scaler, x, y, dtype = build(recipe, device)
     names = [n for n, _ in model.named_parameters()]
     losses, grads, flops = [], None, MatmulFlops()
-    for i in range(recipe["steps"]):
-        with flops:
-            loss = step(model, optimizer, scaler, x, y, dtype)
-        losses.append(float(loss))
-        if i == 0:  # the gradients the first update used (after step(): unscaled, clipped)
-            grads = {n: (p.grad.detach().float().cpu().clone() if p.grad is not None else None)
-                     for n, p in model.named_parameters()}
+
+    def gradients():
+        return {n: (p.grad.detach().float().cpu().clone() if p.grad is not None else None)
+                for n, p in model.named_parameters()}
+
+    # the gradients the first update used (unscaled, clipped), read as the optimizer steps: a step may zero them
+    # after its update (set_to_none or not) as well as before it
+    used: dict = {}
+
+    def first_update(*_):
+        if not used:
+            used.update(gradients())
+
+    hook = optimizer.register_step_pre_hook(first_update)
+    try:
+        for i in range(recipe["steps"]):
+            with flops:
+                loss = step(model, optimizer, scaler, x, y, dtype)
+            losses.append(float(loss))
+            if i == 0:  # (a first step GradScaler skipped for inf: the gradients after it, as they are)
+                grads = dict(used) or gradients()
+    finally:
+        hook.remove()
     state_dtypes = sorted({str(t.dtype).replace("torch.", "") for s in optimizer.state.values()
                            for t in s.values() if isinstance(t, torch.Tensor) and t.is_floating_point()})
     return {
@@ -191,8 +207,8 @@ def _compare(got, want, case: Case) -> list[str]:
     for name in want["grad_names"]:
         g, w = got["grads"].get(name), want["grads"][name]
         if g is None:
-            reasons.append(f"after the step, {name} has no gradient{where}: the grader reads the gradients "
-                           "the update used, so zero them at the start of the step, as fp32_step does")
+            reasons.append(f"the first update used no gradient for {name}{where}: call backward on the scaled "
+                           "loss before scaler.step(optimizer)")
             break
         err = float((g - w).norm() / w.norm().clamp_min(1e-30))
         tol = GRAD_RTOL[case.args[0]["dtype"]]
