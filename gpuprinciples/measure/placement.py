@@ -268,10 +268,10 @@ def modes_in_backward():
     """Inside: a custom autograd.Function's backward (`backward` or `vjp`; a `custom_op`'s `register_autograd`
     and torch.utils.checkpoint's recomputation run as one) runs under the torch function modes that were on when
     the block began. PyTorch's autograd engine carries dispatch modes into a backward, not torch function modes:
-    the backward ran with none. The watch is one, so in a learner's backward `do.is_cuda` was
-    False and `do.device` the CPU (a right backward that asserts a GPU, or falls back to PyTorch without one,
-    failed), `device="cuda"` raised "Torch not compiled with CUDA enabled", and a workspace made without `device=`
-    went unfollowed, so a launch the GPU refuses ran. Only this package's modes: one the learner's code entered
+    the backward ran with none. The watch is one, so in a learner's backward `do.is_cuda` was False and
+    `do.device` the CPU (a right backward that asserts a GPU, or falls back to PyTorch without one, failed),
+    `device="cuda"` raised "Torch not compiled with CUDA enabled", and a workspace made without `device=` went
+    unfollowed, so a launch the GPU refuses ran. Only this package's modes: one the learner's code entered
     (`torch.set_default_device`'s) is off in a GPU's backward too, which runs on a thread of autograd's own. On a GPU
     nothing changes (no mode of the grader's is on)."""
     from torch.autograd.function import BackwardCFunction

@@ -32,7 +32,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .decode_attention import LOG2E, attend, check_shapes, merge_splits_kernel, pdl_options, plan
+from .decode_attention import LOG2E, attend, check_shapes, finish, merge_splits_kernel, pdl_options, plan
 
 
 @triton.jit
@@ -110,21 +110,15 @@ def rope_attention_kernel(QKV, Cos, Sin, Pos, K, V, Out, OPart, LsePart, Count, 
         acc = acc * alpha[:, None] + p[:, None] * v_new.to(tl.float32)[None, :]
         l_i = l_i * alpha + p
         m_i = m_new
-    if SINGLE:
-        tl.store(Out + b * sob + heads[:, None] * soh + offs_d[None, :], (acc / l_i[:, None]).to(Out.dtype.element_ty),
-                 mask=rows[:, None])
-    else:
-        l_i = tl.where(l_i > 0, l_i, 1.0)
-        tl.store(OPart + b * spb + heads[:, None] * sph + split * sps + offs_d[None, :], acc / l_i[:, None],
-                 mask=rows[:, None])
-        tl.store(LsePart + b * slb + heads * slh + split, m_i + tl.math.log2(l_i), mask=rows)
-        if MERGE:  # else decode_attention's merge kernel follows
-            tl.debug_barrier()  # every thread's stores before the count
-            counted = tl.atomic_add(Count + pid, 1, sem="acq_rel")
-            if counted == tl.num_programs(1) - 1:  # the last of this (sequence, KV head) to finish: merge
-                tl.debug_barrier()
-                tl.atomic_xchg(Count + pid, 0)
-                _merge(OPart, LsePart, Out, b, hkv, pos, chunk, spb, sph, sps, slb, slh, sob, soh, G, D, BLOCK_S)
+    finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, sob, soh, spb, sph, sps, slb, slh,
+           SINGLE)
+    if MERGE and not SINGLE:  # else one split wrote the output, or decode_attention's merge kernel follows
+        tl.debug_barrier()  # every thread's stores before the count
+        counted = tl.atomic_add(Count + pid, 1, sem="acq_rel")
+        if counted == tl.num_programs(1) - 1:  # the last of this (sequence, KV head) to finish: merge
+            tl.debug_barrier()
+            tl.atomic_xchg(Count + pid, 0)
+            _merge(OPart, LsePart, Out, b, hkv, pos, chunk, spb, sph, sps, slb, slh, sob, soh, G, D, BLOCK_S)
 
 
 @triton.jit
