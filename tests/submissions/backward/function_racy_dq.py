@@ -14,8 +14,8 @@ import math
 import torch
 import triton
 import triton.language as tl
-
-from gpuprinciples.course.kernels.attention_backward import attention_lse
+from _function import SavesForBackward
+from _kernels import _p_ds, _rows
 
 
 @triton.jit
@@ -27,11 +27,6 @@ def _delta_zero(O, dO, Delta, DQ, N, D: tl.constexpr, BLOCK: tl.constexpr):  # n
     do = tl.load(dO + offs, mask=rows[:, None] < N, other=0.0).to(tl.float32)
     tl.store(Delta + bh * N + rows, tl.sum(o * do, axis=1), mask=rows < N)
     tl.store(DQ + offs, tl.zeros([BLOCK, D], tl.float32), mask=rows[:, None] < N)
-
-
-@triton.jit
-def _rows(X, bh, offs, N, D: tl.constexpr):
-    return tl.load(X + bh * N * D + offs[:, None] * D + tl.arange(0, D)[None, :], mask=offs[:, None] < N, other=0.0)
 
 
 @triton.jit
@@ -47,12 +42,7 @@ def _one_pass(Q, K, V, dO, Lse, Delta, DQ, dK, dV, N, qk_scale, sm_scale, D: tl.
         q, do = _rows(Q, bh, offs_m, N, D), _rows(dO, bh, offs_m, N, D)
         lse = tl.load(Lse + bh * N + offs_m, mask=offs_m < N, other=float("inf")) * 1.4426950408889634
         delta = tl.load(Delta + bh * N + offs_m, mask=offs_m < N, other=0.0)
-        p = tl.math.exp2(tl.dot(q, k.T) * qk_scale - lse[:, None])
-        keep = (offs_m[:, None] < N) & (offs_n[None, :] < N)
-        if CAUSAL:
-            keep = keep & (offs_m[:, None] >= offs_n[None, :])
-        p = tl.where(keep, p, 0.0)
-        ds = p * (tl.dot(do, v.T) - delta[:, None])
+        p, ds = _p_ds(q, k, v, do, lse, delta, DQ, bh, offs_m, offs_n, N, qk_scale, CAUSAL, True, False)
         dv += tl.dot(tl.trans(p).to(do.dtype), do)
         dk += tl.dot(tl.trans(ds).to(q.dtype), q)
         # dQ += dS K for these queries: a plain read-modify-write (the mistake: tl.atomic_add is needed)
@@ -85,14 +75,7 @@ def _backward(q, k, v, o, lse, do, causal=False):
     return dq, dk, dv
 
 
-class FlashAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v, causal=False):
-        o, lse = attention_lse(q, k, v, causal)
-        ctx.save_for_backward(q, k, v, o, lse)
-        ctx.causal = causal
-        return o
-
+class FlashAttention(SavesForBackward):
     @staticmethod
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
