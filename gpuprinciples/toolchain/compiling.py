@@ -194,8 +194,11 @@ def explicit_specialization(jit, target, signature: dict, constexprs: dict, opti
 
 
 def compile_for(jit, target, signature, constexprs, attrs, options):
-    """Compile to PTX and cubin for `target` (no GPU needed); Triton's disk cache serves repeats."""
+    """Compile to PTX and cubin for `target` (no GPU needed); Triton's disk cache serves repeats. A @gluon.jit
+    kernel goes through Gluon's own front end (it writes TTGIR, layouts chosen by the kernel)."""
     from triton.compiler import ASTSource
+    if getattr(jit, "is_gluon", lambda: False)():
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
     with _quiet(), _language_compiled():
         return triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=options.__dict__)
 
