@@ -190,3 +190,29 @@ def test_the_float64_kernels_compile_for_the_gpu(causal):
     assert {"forward_kernel", "delta_kernel", "dkdv_kernel", "dq_kernel"} <= names, names
     refused = [c["error"] for c in rec.compiled.values() if not c["ok"]]
     assert not refused, refused
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_gluon_backward_compiles_for_hopper_without_spilling_its_loop(causal):
+    """Lesson 12's "how far it goes" kernel (Gluon: wgmma, TMA, a loader warp) cannot run under the interpreter:
+    a CPU checks that this Triton still compiles both passes, as `gpuprinciples bench` would launch them on an
+    H100/H200, into wgmma kernels that fit one SM's shared memory; the warp-specialised ones hand the loader's
+    registers to the computing warps (setmaxnreg)."""
+    from gpuprinciples.course.kernels import attention_backward_gluon as gluon
+    from gpuprinciples.toolchain.compiling import HOPPER_PROPERTIES
+    dkdv_ws, dq_ws = gluon._passes_ws(None, causal)
+    rows = gluon.compile_for_hopper(128, causal)
+    assert [r["kernel"] for r in rows] == [("dkdv_ws_kernel" if dkdv_ws else "dkdv_kernel"),
+                                           ("dq_ws_kernel" if dq_ws else "dq_kernel")]
+    for row, ws in zip(rows, (dkdv_ws, dq_ws)):
+        assert row["ok"] and row["wgmma"], row.get("error")
+        assert row["shared_bytes"] <= HOPPER_PROPERTIES["max_shared_mem"]
+        assert (f"dec {gluon.LOADER_REGS}" in row["setmaxnreg"]) == ws, row["setmaxnreg"]
+
+
+def test_the_gluon_backward_says_where_it_cannot_run():
+    from gpuprinciples.course.kernels import attention_backward_gluon as gluon
+    q, k, v, o, do = (torch.zeros(1, 2, 128, 64, dtype=torch.bfloat16) for _ in range(5))
+    lse = torch.zeros(1, 2, 128)
+    with pytest.raises(ValueError, match="Hopper GPU"):
+        gluon.attention_backward(q, k, v, o, lse, do, False)

@@ -314,3 +314,19 @@ def test_a_cpu_tensor_handed_to_a_gpu_kernel_is_explained():
     except ValueError as exc:
         said = worker._describe_error(exc, "nowhere.py")
     assert said.startswith("ValueError: Pointer argument") and "device=x.device" in said
+
+
+def test_every_further_kernel_takes_its_solutions_arguments():
+    """`gpuprinciples bench` times an exercise's `further` kernels ("how far it goes") with the solution's inputs."""
+    import inspect
+    seen = 0
+    for ex, module, name in reference_solutions():
+        for label, where in getattr(ex, "further", {}).items():
+            further_module, further_name = where.split(":")
+            further = getattr(importlib.import_module(further_module), further_name)
+            # the parameters the exercise's signature names, "f(q, k, causal=False) -> ..." -> [q, k, causal]
+            asked = [p.split("=")[0].strip() for p in ex.signature.split("(", 1)[1].split(")", 1)[0].split(",")]
+            assert list(inspect.signature(further).parameters)[:len(asked)] == asked, (ex.id, label)
+            assert list(inspect.signature(getattr(module, name)).parameters)[:len(asked)] == asked, ex.id
+            seen += 1
+    assert seen >= 1

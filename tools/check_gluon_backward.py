@@ -1,7 +1,8 @@
-"""Issue 32, the Gluon draft: check and time `attention_backward_gluon` on a Hopper GPU (H100/H200), against the
-package's Triton backward, float64 autograd, and SDPA's FlashAttention and cuDNN backwards.
+"""Issue 32: check and time `attention_backward_gluon` on a Hopper GPU (H100/H200), against the package's Triton
+backward, float64 autograd, and SDPA's FlashAttention and cuDNN backwards.
 
     PYTHONPATH=. python tools/check_gluon_backward.py [--budget SECONDS] [--variants ws,plain]
+                                                      [--time-only ws+plain,plain+ws]
     PYTHONPATH=. python tools/check_gluon_backward.py --compile-only      # any machine: the sm_90 compile alone
 
 1. Every Gluon kernel (dK/dV and dQ; warp-specialised and plain; causal and not; D 128 and 64) is compiled for
@@ -144,16 +145,20 @@ def distances(got, want) -> list[float]:
     return [(g.double() - w.double()).abs().max().item() for g, w in zip(got, want)]
 
 
-def child(variant: str, budget: float) -> None:
-    """Check, then time, one variant; a line "RESULT {json}" per outcome, for the parent."""
+VARIANTS = {"ws": (True, True), "plain": (False, False), "ws+plain": (True, False), "plain+ws": (False, True),
+            "default": None}  # name -> `ws` of `attention_backward_gluon.attention_backward`: (dK/dV pass, dQ pass)
+
+
+def child(variant: str, budget: float, check: bool) -> None:
+    """Check (unless not `check`), then time, one variant; a line "RESULT {json}" per outcome, for the parent."""
     from gpuprinciples.course.kernels import attention_backward_gluon as g
-    ws = variant == "ws"
+    ws = VARIANTS[variant]
 
     def run(args, causal, compiled=None):
         return g.attention_backward(*args, causal, ws=ws, compiled=compiled)
 
     ok = True
-    for shape in CHECKED:
+    for shape in CHECKED if check else ():
         for causal in (False, True):
             if left(budget) < 20:
                 print("  (checks: out of time)", flush=True)
@@ -197,9 +202,10 @@ def child(variant: str, budget: float) -> None:
     sys.exit(0 if ok else 2)
 
 
-def spawn(variant: str, timeout: float) -> list[dict]:
+def spawn(variant: str, timeout: float, check: bool) -> list[dict]:
     """Run `child(variant)` in a process of its own, echoing its lines; killed (by its id) after `timeout` s."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, "--budget", f"{timeout - 5:.0f}"]
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", variant, "--budget", f"{timeout - 5:.0f}"] + \
+        ([] if check else ["--time-only", variant])
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     lines: queue.Queue = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout] + [lines.put(None)],
@@ -233,13 +239,15 @@ def spawn(variant: str, timeout: float) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", type=float, default=540.0, help="seconds; past it the rest is skipped")
-    parser.add_argument("--variants", default="ws,plain", help="Gluon variants, comma-separated: ws, plain")
+    parser.add_argument("--variants", default="ws,plain", help=f"Gluon variants, comma-separated: {', '.join(VARIANTS)}"
+                        " (ws+plain: the dK/dV pass warp-specialised, the dQ pass plain; default: the package's)")
+    parser.add_argument("--time-only", default="", help="variants timed (and compared at the timed shape) unchecked")
     parser.add_argument("--compile-only", action="store_true", help="the sm_90 compile alone, then exit")
     parser.add_argument("--skip-compile", action="store_true", help="on a GPU: no CPU-side compile table first")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     a = parser.parse_args()
     if a.child:
-        child(a.child, a.budget)
+        child(a.child, a.budget, a.child not in a.time_only.split(","))
         return
     failed = 0 if a.skip_compile and torch.cuda.is_available() else compile_all()
     if a.compile_only or not torch.cuda.is_available():
@@ -255,10 +263,11 @@ def main() -> None:
         sys.exit(1)
     base = baselines(a.budget * 0.35)
     gluon = {}
-    variants = a.variants.split(",")
+    variants = a.variants.split(",") + [v for v in a.time_only.split(",") if v and v not in a.variants.split(",")]
     for i, variant in enumerate(variants):
         print(f"\n== Gluon, {variant}", flush=True)
-        for r in spawn(variant, max((left(a.budget) - 5) / (len(variants) - i), 20)):
+        for r in spawn(variant, max((left(a.budget) - 5) / (len(variants) - i), 20),
+                       variant not in a.time_only.split(",")):
             if r.get("timed") and r["ms"]:
                 gluon.setdefault(variant, {})[r["causal"]] = r["ms"]
     print(f"\n== Summary, B{TIMED[0]} H{TIMED[1]} N{TIMED[2]} D{TIMED[3]} bf16: ms (TFLOP/s), ratios to cuDNN and "

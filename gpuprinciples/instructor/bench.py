@@ -34,6 +34,11 @@ def _flat(out) -> torch.Tensor:
     return out.double()
 
 
+def _relative_error(out, want: torch.Tensor) -> float:
+    out = _flat(out)
+    return ((out - want).norm() / want.norm().clamp_min(1e-30)).item()
+
+
 def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
     """One timed input of `ex` (its first, or `spec`, one of `ex.timing.each()`)."""
     from ..course.lab import roofline
@@ -42,13 +47,18 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
     spec = spec or ex.timing
     gen = torch.Generator(device="cuda").manual_seed(0)
     args = spec.inputs(gen, "cuda")
+    want = _flat(ex.reference(*args))  # a backward returns (dq, dk, dv)
     solution = _load(ex.solution)
-    out = solution(*args)
-    want = ex.reference(*args)
-    out, want = _flat(out), _flat(want)  # a backward returns (dq, dk, dv)
-    err = ((out - want).norm() / want.norm().clamp_min(1e-30)).item()
+    err = _relative_error(solution(*args), want)
+    further, not_here, further_errors = {}, {}, {}
+    for name, where in getattr(ex, "further", {}).items():
+        try:
+            further_errors[name] = _relative_error(_load(where)(*args), want)
+            further[name] = _load(where)
+        except ValueError as exc:  # the kernel's own sentence: not on this GPU, or not these inputs
+            not_here[name] = str(exc)
     del want
-    fns = {"solution": solution, **spec.baselines}
+    fns = {"solution": solution, **further, **spec.baselines}
     comparison = timing.compare(fns, args=args, device="cuda", budget_s=budget_s, flush=spec.flush)
     least_bytes, flops = spec.min_bytes(args), spec.flops(args)
     peak = roofline.inputs_peak(ceilings, args)
@@ -62,11 +72,18 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
         if flops:
             row["TFLOPps"] = flops / t.median / 1e12
         if name != "solution":
-            s = comparison.speedup("solution", name)
-            row["solution_speedup"] = [s.ratio, s.ci_low, s.ci_high]
+            row["solution_speedup"] = list(_ratio_ci(comparison.speedup("solution", name)))
+        if name in further:  # how far it goes, against each baseline
+            row["relative_error"] = further_errors[name]
+            row["speedups"] = {b: list(_ratio_ci(comparison.speedup(name, b))) for b in spec.baselines}
         rows[name] = row
     return {"exercise": ex.id + (f" ({spec.label})" if spec.label else ""), "relative_error": err,
-            "rounds": len(comparison.rounds), "rows": rows}
+            "rounds": len(comparison.rounds), "rows": rows, "further": list(further), "not_here": not_here}
+
+
+def _ratio_ci(speedup) -> tuple[float, float, float]:
+    """(ratio, low, high) of a speedup with its 95 % interval."""
+    return speedup.ratio, speedup.ci_low, speedup.ci_high
 
 
 MODEL_BENCH = "decoder.decode_step"  # the name `--only` selects the model benchmark by
@@ -122,6 +139,12 @@ def _print(result: dict) -> None:
             speed = f"{r:.2f}x [{lo:.2f}, {hi:.2f}]"
         print(f"  {name:<18}{row['median_ms']:>9.3f}ms{row['bandwidth_TBps']:>8.2f}{row['of_copy_ceiling']:>9.0%}"
               f"{tflops:>9}{row['of_roof']:>9.0%}   {speed}")
+    for name in result.get("further", ()):
+        row = result["rows"][name]
+        print(f"  how far it goes, {name} (relative error {row['relative_error']:.1e}): " + ", ".join(
+            f"{r:.2f}x {b} [{lo:.2f}, {hi:.2f}]" for b, (r, lo, hi) in row["speedups"].items()))
+    for name, why in result.get("not_here", {}).items():
+        print(f"  how far it goes, {name}: not timed here ({why})")
 
 
 def main(json_output: bool = False, only: str | None = None) -> int:

@@ -123,6 +123,21 @@ def has_pdl() -> bool:
     return all(hasattr(cuda, name) for name in GDC_FUNCTIONS)
 
 
+def gluon_tma_copies():
+    """Gluon's Hopper TMA copies (load, store): 3.9 calls them `async_load` / `async_store` (its old names
+    there only raise), 3.6 has only `async_copy_global_to_shared` / `async_copy_shared_to_global`."""
+    from triton.experimental.gluon.language.nvidia.hopper import tma
+    return (getattr(tma, "async_load", None) or tma.async_copy_global_to_shared,
+            getattr(tma, "async_store", None) or tma.async_copy_shared_to_global)
+
+
+def gluon_ast_source():
+    """The front end `triton.compile` takes a @gluon.jit kernel through (it writes TTGIR itself; 3.6 and 3.9
+    keep it in the same place)."""
+    from triton.experimental.gluon._runtime import GluonASTSource
+    return GluonASTSource
+
+
 def set_tensor_descriptor_allocator() -> None:
     """Tensor descriptors made inside a kernel (`tl.make_tensor_descriptor`) need scratch memory
     on a GPU; Triton asks for an allocator. Harmless under the interpreter."""

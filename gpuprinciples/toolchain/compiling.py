@@ -198,7 +198,8 @@ def compile_for(jit, target, signature, constexprs, attrs, options):
     kernel goes through Gluon's own front end (it writes TTGIR, layouts chosen by the kernel)."""
     from triton.compiler import ASTSource
     if getattr(jit, "is_gluon", lambda: False)():
-        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource
+        from .compat import gluon_ast_source
+        ASTSource = gluon_ast_source()  # noqa: N806 - the class Triton's own front end would be
     with _quiet(), _language_compiled():
         return triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=options.__dict__)
 

@@ -460,6 +460,8 @@ ATTENTION_BACKWARD = FunctionExercise(
     timing=replace(_timing(False), also=(_timing(True, "causal"),)),
     timeout_s=240.0,
     solution="gpuprinciples.course.kernels.attention_backward:attention_backward",
+    # how far it goes on an H100/H200: the same two passes in Gluon (wgmma, TMA, a loader warp)
+    further={"gluon_hopper": "gpuprinciples.course.kernels.attention_backward_gluon:attention_backward"},
     hints=BACKWARD_HINTS,
 )
 

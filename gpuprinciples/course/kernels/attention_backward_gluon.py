@@ -1,7 +1,9 @@
 """FlashAttention backward in Gluon for Hopper (sm_90): `attention_backward`'s two passes, the GPU's parts named.
 
-A DRAFT (issue 32): it compiles for sm_90 with Triton 3.6 on a CPU (`compile_for_hopper`); it has not run on a GPU.
-`tools/check_gluon_backward.py` checks and times it on one.
+Lesson 12's "how far it goes": the exercise's bar is the Triton kernel; this one is timed beside it by
+`gpuprinciples bench` on a Hopper GPU. `tools/check_gluon_backward.py` checks it against float64 autograd and times
+it (docs/flash-backward-h200.md, run 4: on an H100, 0.81× cuDNN's backward, 1.5× SDPA FlashAttention's). It does
+not run under the interpreter (Gluon has none): a CPU compiles it for sm_90 (`compile_for_hopper`, the tests).
 
 Why Gluon. The package's Triton backward (`attention_backward.py`) reaches about 400 TFLOP/s on an H200, 0.73-0.77×
 cuDNN's; every tile, stage and `warp_specialize=True` plan Triton 3.6 offers was timed
@@ -37,8 +39,8 @@ Why two passes and not FA3's one (dQ added by each key tile's CTA with TMA reduc
 Triton 3.6's Gluon has no TMA reduce (3.9 has `tma.async_atomic_add`), and the package's own one-pass plans were
 slower than two passes (docs/flash-backward-h200.md, run 2).
 
-Limits of the draft: contiguous [B, H, N, D] inputs, N a multiple of 128 (no tails: a tile never straddles two
-heads of the [B·H·N, D] views the descriptors read), D 64 or 128, bf16 or fp16.
+Limits (`unsupported` says which one an input meets): contiguous [B, H, N, D] inputs, N a multiple of 128 (no
+tails: a tile never straddles two heads of the [B·H·N, D] views the descriptors read), D 64 or 128, bf16 or fp16.
 """
 
 from __future__ import annotations
@@ -60,12 +62,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from ...toolchain.compat import gluon_tma_copies
 from . import attention_backward as ab
 
 LOG2E = 1.4426950408889634
-# Triton 3.9 renamed the TMA copies (3.6's names there only raise); 3.6 has only the old ones
-_tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
-_tma_store = getattr(tma, "async_store", None) or tma.async_copy_shared_to_global
+_tma_load, _tma_store = gluon_tma_copies()
 
 # (BLOCK_M queries, BLOCK_N keys, STAGES) per pass. dK/dV: 128 keys stay (K, V and two 128×D float32
 # accumulators), 64 queries stream past; dQ the other way round. Shared memory at D = 128, bf16: K, V 64 KiB plus
@@ -75,6 +76,10 @@ DQ_TILES = (128, 64, 3)
 NUM_WARPS = 8  # two warpgroups of 64 rows: wgmma's smallest M is 64 per warpgroup
 LOADER_REGS = 24  # the fewest registers setmaxnreg allows: the loader only holds coordinates and phases
 COMPUTE_MAXNREG = 168  # launch limit with 8 + 4 warps (12 × 32 × 168 ≤ 65,536); the compute partition grows past it
+# Which passes run warp-specialised, by causal: (dK/dV, dQ). Measured on an H100 at B4 H16 N4096 D128 bf16
+# (docs/flash-backward-h200.md, run 4): both passes specialised 3.044 ms not causal (plain 3.196); causal, both plain
+# 1.805 ms (specialised 1.916).
+WARP_SPECIALISED = {False: (True, True), True: (False, False)}
 
 
 # -------------------------------------------------------------------------------------------------
@@ -459,9 +464,18 @@ def _descriptor(t2d: torch.Tensor, rows: int):
     return TensorDescriptor.from_tensor(t2d, [rows, D], layout)
 
 
-def _launches(q, k, v, do, dq, dk, dv, lse, delta, causal: bool, ws: bool):
+def _passes_ws(ws, causal: bool) -> tuple[bool, bool]:
+    """(dK/dV pass warp-specialised, dQ pass warp-specialised) from `ws`: None (this GPU's measured best,
+    `WARP_SPECIALISED`), one bool for both passes, or a pair."""
+    if ws is None:
+        ws = WARP_SPECIALISED[bool(causal)]
+    return (bool(ws), bool(ws)) if isinstance(ws, bool) else (bool(ws[0]), bool(ws[1]))
+
+
+def _launches(q, k, v, do, dq, dk, dv, lse, delta, causal: bool, ws):
     """[(kernel, grid, args, kwargs)] of the two passes: what `attention_backward` launches, and what
-    `compile_for_hopper` compiles."""
+    `compile_for_hopper` compiles. `ws` as `_passes_ws` reads it."""
+    dkdv_ws, dq_ws = _passes_ws(ws, causal)
     B, H, N, D = q.shape
     flat = [t.view(B * H * N, D) for t in (q, k, v, do, dq, dk, dv)]
     sm_scale = 1 / math.sqrt(D)
@@ -470,35 +484,46 @@ def _launches(q, k, v, do, dq, dk, dv, lse, delta, causal: bool, ws: bool):
     descs = [_descriptor(t, bm if i in (0, 3) else bn) for i, t in enumerate(flat[:4])]  # q, dO by bm; k, v by bn
     out = [_descriptor(t, bn) for t in flat[5:]]
     kw = dict(CAUSAL=bool(causal), STAGES=stages, num_warps=NUM_WARPS)
-    if ws:
+    if dkdv_ws:
         kw.update(LOADER_REGS=LOADER_REGS, maxnreg=COMPUTE_MAXNREG)
-    dkdv = (dkdv_ws_kernel if ws else dkdv_kernel, (N // bn, B * H), (*descs, *out, lse, delta, *scales), kw)
+    dkdv = (dkdv_ws_kernel if dkdv_ws else dkdv_kernel, (N // bn, B * H), (*descs, *out, lse, delta, *scales), kw)
     qm, qn, qstages = DQ_TILES
     qdescs = [_descriptor(t, qm if i in (0, 3) else qn) for i, t in enumerate(flat[:4])]
     kw = dict(CAUSAL=bool(causal), STAGES=qstages, num_warps=NUM_WARPS)
-    if ws:
+    if dq_ws:
         kw.update(LOADER_REGS=LOADER_REGS, maxnreg=COMPUTE_MAXNREG)
-    dqp = (dq_ws_kernel if ws else dq_kernel, (N // qm, B * H), (*qdescs, _descriptor(flat[4], qm), lse, delta,
+    dqp = (dq_ws_kernel if dq_ws else dq_kernel, (N // qm, B * H), (*qdescs, _descriptor(flat[4], qm), lse, delta,
                                                                  *scales), kw)
     return [dkdv, dqp]
 
 
-def _check_inputs(q, k, v, o, lse, do):
+def unsupported(q, k, v, o, lse, do) -> str | None:
+    """Why these kernels cannot take these inputs here (a sentence), or None where they can."""
+    if not (q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9):
+        return "the Gluon backward runs on a Hopper GPU (sm_90: H100, H200) only: it is written in wgmma and TMA"
     B, H, N, D = q.shape
     for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("do", do)):
-        assert t.shape == q.shape and t.is_contiguous(), f"{name} must be a contiguous [B, H, N, D] tensor"
-    assert q.dtype in _GL_DTYPES and k.dtype == v.dtype == do.dtype == q.dtype, "bf16 or fp16 inputs"
-    assert D in (64, 128), "head dim 64 or 128"
-    assert N % 128 == 0, "N must be a multiple of 128 (the draft has no tails)"
-    assert lse.shape == (B, H, N) and lse.dtype == torch.float32 and lse.is_contiguous(), "lse: float32 [B, H, N]"
+        if t.shape != q.shape or not t.is_contiguous() or t.device != q.device:
+            return f"{name} must be a contiguous [B, H, N, D] tensor like q, on q's device"
+    if q.dtype not in _GL_DTYPES or not k.dtype == v.dtype == do.dtype == q.dtype:
+        return "q, k, v, dO must be all bf16 or all fp16"
+    if D not in (64, 128):
+        return f"the head dim must be 64 or 128, not {D}"
+    if N % 128:
+        return f"N must be a multiple of 128 (the kernels have no tails), not {N}"
+    if lse.shape != (B, H, N) or lse.dtype != torch.float32 or not lse.is_contiguous():
+        return "lse must be a contiguous float32 [B, H, N] tensor"
+    return None
 
 
-def attention_backward(q, k, v, o, lse, do, causal: bool = False, ws: bool = True, compiled: list | None = None):
+def attention_backward(q, k, v, o, lse, do, causal: bool = False, ws=None, compiled: list | None = None):
     """(dQ, dK, dV) as `attention_backward.attention_backward` returns them (lse: natural-log row LSE, float32),
-    for contiguous [B, H, N, D] bf16/fp16 inputs, N a multiple of 128, on a Hopper GPU. `ws`: the
-    warp-specialised kernels (a loader warp), else the plain ones. `compiled`: a list to append the two
-    launched kernels to (their `n_regs`, `n_spills`, `metadata.shared`)."""
-    _check_inputs(q, k, v, o, lse, do)
+    for the inputs `unsupported` accepts (ValueError with its sentence otherwise). `ws`: which passes run
+    warp-specialised (`_passes_ws`; None: `WARP_SPECIALISED`). `compiled`: a list to append the two launched
+    kernels to (their `n_regs`, `n_spills`, `metadata.shared`)."""
+    why = unsupported(q, k, v, o, lse, do)
+    if why:
+        raise ValueError(why)
     B, H, N, D = q.shape
     dq, dk, dv = (torch.empty_like(q) for _ in range(3))
     delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
@@ -516,7 +541,7 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, ws: bool = Tru
 # -------------------------------------------------------------------------------------------------
 
 
-def compile_for_hopper(D: int = 128, causal: bool = False, ws: bool = True, dtype=torch.bfloat16) -> list[dict]:
+def compile_for_hopper(D: int = 128, causal: bool = False, ws=None, dtype=torch.bfloat16) -> list[dict]:
     """Both passes compiled for an H100/H200 (sm_90) on any machine, as a launch with these arguments would
     compile them (`gpucompile.compile_launch`): one dict per kernel, `CompiledInfo.as_dict()` (ok, error,
     registers, spills, shared_bytes, wgmma, ...) and `setmaxnreg`, the register counts the warp-specialised
@@ -530,7 +555,7 @@ def compile_for_hopper(D: int = 128, causal: bool = False, ws: bool = True, dtyp
     rows = []
     for kernel, _grid, args, kwargs in _launches(q, k, v, do, dq, dk, dv, lse, delta, causal, ws):
         info = gpucompile.compile_launch(kernel, args, kwargs)
-        rows.append({**info.as_dict(), "D": D, "causal": causal, "ws": ws, "setmaxnreg": sorted(
+        rows.append({**info.as_dict(), "D": D, "causal": causal, "setmaxnreg": sorted(
             {f"{m.group(1)} {m.group(2)}" for m in re.finditer(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)",
                                                                info.ptx)})})
     return rows

@@ -103,6 +103,9 @@ class FunctionExercise:
     hints: tuple[str, ...] = ()
     # "module:function" of the package's reference solution (tests and `gpuprinciples bench` use it)
     solution: str | None = None
+    # the package's kernels that go further than the lesson's solution ("how far it goes"): name -> "module:function"
+    # with the solution's signature; `gpuprinciples bench` times each beside it where it runs (a ValueError where not)
+    further: dict[str, str] = field(default_factory=dict)
     # what `compare` judges beyond correctness, in words, for the exercise table: (modes, words)
     judges: tuple[tuple[tuple[str, ...], str], ...] = ()
     kind: str = "function"
