@@ -193,7 +193,7 @@ def test_the_float64_kernels_compile_for_the_gpu(causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_gluon_backward_compiles_for_hopper_without_spilling_its_loop(causal):
+def test_the_gluon_backward_compiles_for_hopper(causal):
     """Lesson 12's "how far it goes" kernel (Gluon: wgmma, TMA, a loader warp) cannot run under the interpreter:
     a CPU checks that this Triton still compiles both passes, as `gpuprinciples bench` would launch them on an
     H100/H200, into wgmma kernels that fit one SM's shared memory; the warp-specialised ones hand the loader's

@@ -2,7 +2,8 @@
 
 Lesson 12's "how far it goes": the exercise's bar is the Triton kernel; this one is timed beside it by
 `gpuprinciples bench` on a Hopper GPU. `tools/check_gluon_backward.py` checks it against float64 autograd and times
-it (docs/flash-backward-h200.md, run 4: on an H100, 0.81× cuDNN's backward, 1.5× SDPA FlashAttention's). It does
+it (docs/flash-backward-h200.md, run 4: on the H200, 0.80× cuDNN's backward not causal and 0.78× causal, 1.57× and
+1.48× SDPA FlashAttention's, where the Triton backward reaches 0.73× and 0.72× cuDNN's). It does
 not run under the interpreter (Gluon has none): a CPU compiles it for sm_90 (`compile_for_hopper`, the tests).
 
 Why Gluon. The package's Triton backward (`attention_backward.py`) reaches about 400 TFLOP/s on an H200, 0.73-0.77×
@@ -76,9 +77,9 @@ DQ_TILES = (128, 64, 3)
 NUM_WARPS = 8  # two warpgroups of 64 rows: wgmma's smallest M is 64 per warpgroup
 LOADER_REGS = 24  # the fewest registers setmaxnreg allows: the loader only holds coordinates and phases
 COMPUTE_MAXNREG = 168  # launch limit with 8 + 4 warps (12 × 32 × 168 ≤ 65,536); the compute partition grows past it
-# Which passes run warp-specialised, by causal: (dK/dV, dQ). Measured on an H100 at B4 H16 N4096 D128 bf16
-# (docs/flash-backward-h200.md, run 4): both passes specialised 3.044 ms not causal (plain 3.196); causal, both plain
-# 1.805 ms (specialised 1.916).
+# Which passes run warp-specialised, by causal: (dK/dV, dQ). At B4 H16 N4096 D128 bf16 (docs/flash-backward-h200.md,
+# run 4), on the H200: both specialised 2.998 ms not causal (plain 3.047); causal, both plain 1.818 ms (specialised
+# 1.914, a specialised dQ pass alone 1.813). On an H100 the same order, by up to 5 %.
 WARP_SPECIALISED = {False: (True, True), True: (False, False)}
 
 
