@@ -149,6 +149,19 @@ VARIANTS = {"ws": (True, True), "plain": (False, False), "ws+plain": (True, Fals
             "default": None}  # name -> `ws` of `attention_backward_gluon.attention_backward`: (dK/dV pass, dQ pass)
 
 
+def cases(variant: str, shapes, budget: float, reserve: float, what: str):
+    """(shape, causal, inputs) of each shape, not causal then causal, announced before it runs (a hang names
+    its case); none once fewer than `reserve` seconds of `budget` are left."""
+    for shape in shapes:
+        for causal in (False, True):
+            if left(budget) < reserve:
+                print(f"  ({what}: out of time)", flush=True)
+                return
+            print(f"  launching {variant} {shape} causal={causal} ...", flush=True)
+            yield shape, causal, tb.inputs(shape, torch.bfloat16, "cuda", causal)
+            torch.cuda.empty_cache()
+
+
 def child(variant: str, budget: float, check: bool) -> None:
     """Check (unless not `check`), then time, one variant; a line "RESULT {json}" per outcome, for the parent."""
     from gpuprinciples.course.kernels import attention_backward_gluon as g
@@ -158,39 +171,27 @@ def child(variant: str, budget: float, check: bool) -> None:
         return g.attention_backward(*args, causal, ws=ws, compiled=compiled)
 
     ok = True
-    for shape in CHECKED if check else ():
-        for causal in (False, True):
-            if left(budget) < 20:
-                print("  (checks: out of time)", flush=True)
-                break
-            print(f"  launching {variant} {shape} causal={causal} ...", flush=True)
-            args = tb.inputs(shape, torch.bfloat16, "cuda", causal)
-            compiled = []
-            got = run(args, causal, compiled)
-            torch.cuda.synchronize()
-            ref = reference64(args[0], args[1], args[2], args[5], causal)
-            tri = ab.attention_backward(*args, causal)
-            dg, dt = distances(got, ref), distances(tri, ref)
-            tops = [r.abs().max().item() for r in ref]
-            finite = all(torch.isfinite(t).all().item() for t in got)
-            right = finite and all(a <= 2 * b + 1e-3 * top for a, b, top in zip(dg, dt, tops))
-            ok &= right
-            print(f"  {'ok   ' if right else 'WRONG'} {variant} {shape} causal={causal}: |gluon − f64| "
-                  f"dq {dg[0]:.2e} dk {dg[1]:.2e} dv {dg[2]:.2e}; |triton − f64| dq {dt[0]:.2e} dk {dt[1]:.2e} "
-                  f"dv {dt[2]:.2e}; largest {max(tops):.2e}" + ("" if finite else "; NaN/inf"), flush=True)
-            for c in compiled:
-                print(f"    {c.name}: {c.n_regs} registers, {c.n_spills} spills, {c.metadata.shared} B shared",
-                      flush=True)
-            print("RESULT " + json.dumps({"variant": variant, "shape": shape, "causal": causal, "right": right}),
+    for shape, causal, args in cases(variant, CHECKED if check else (), budget, 20, "checks"):
+        compiled = []
+        got = run(args, causal, compiled)
+        torch.cuda.synchronize()
+        ref = reference64(args[0], args[1], args[2], args[5], causal)
+        tri = ab.attention_backward(*args, causal)
+        dg, dt = distances(got, ref), distances(tri, ref)
+        tops = [r.abs().max().item() for r in ref]
+        finite = all(torch.isfinite(t).all().item() for t in got)
+        right = finite and all(a <= 2 * b + 1e-3 * top for a, b, top in zip(dg, dt, tops))
+        ok &= right
+        print(f"  {'ok   ' if right else 'WRONG'} {variant} {shape} causal={causal}: |gluon − f64| "
+              f"dq {dg[0]:.2e} dk {dg[1]:.2e} dv {dg[2]:.2e}; |triton − f64| dq {dt[0]:.2e} dk {dt[1]:.2e} "
+              f"dv {dt[2]:.2e}; largest {max(tops):.2e}" + ("" if finite else "; NaN/inf"), flush=True)
+        for c in compiled:
+            print(f"    {c.name}: {c.n_regs} registers, {c.n_spills} spills, {c.metadata.shared} B shared",
                   flush=True)
-            del args, got, ref, tri
-            torch.cuda.empty_cache()
-    for causal in (False, True):
-        if left(budget) < 15:
-            print("  (timing: out of time)", flush=True)
-            break
-        print(f"  launching {variant} {TIMED} causal={causal} ...", flush=True)
-        args = tb.inputs(TIMED, torch.bfloat16, "cuda", causal)
+        print("RESULT " + json.dumps({"variant": variant, "shape": shape, "causal": causal, "right": right}),
+              flush=True)
+        del args, got, ref, tri
+    for _, causal, args in cases(variant, (TIMED,), budget, 15, "timing"):
         problem = tb.wrong(run(args, causal), ab.attention_backward(*args, causal))
         ms = None if problem else bench(lambda args=args: run(args, causal))
         print(f"  {variant} {TIMED} causal={causal}: " + (f"WRONG against the Triton backward: {problem}"
@@ -198,7 +199,6 @@ def child(variant: str, budget: float, check: bool) -> None:
         print("RESULT " + json.dumps({"variant": variant, "timed": True, "causal": causal, "ms": ms,
                                       "problem": problem}), flush=True)
         del args
-        torch.cuda.empty_cache()
     sys.exit(0 if ok else 2)
 
 

@@ -225,6 +225,28 @@ def _dkdv_loop(k_smem, v_smem, q_ring, do_ring, ready, empty, Lse, Delta, row0, 
 
 
 @gluon.jit
+def _shared(fixed_desc, ring_desc, STAGES: gl.constexpr):
+    """A pass's shared memory: the two tiles a CTA keeps (K, V; or Q, dO) shaped as `fixed_desc`'s, a ring of
+    STAGES slots of the two it streams (Q, dO; or K, V) shaped as `ring_desc`'s, the kept pair's barrier and each
+    slot's "ready" and "empty" barriers."""
+    dtype: gl.constexpr = fixed_desc.dtype
+    fixed: gl.constexpr = fixed_desc.block_type.shape
+    ring: gl.constexpr = ring_desc.block_type.shape
+    a_smem = gl.allocate_shared_memory(dtype, fixed, fixed_desc.layout)
+    b_smem = gl.allocate_shared_memory(dtype, fixed, fixed_desc.layout)
+    a_ring = gl.allocate_shared_memory(dtype, [STAGES, ring[0], ring[1]], ring_desc.layout)
+    b_ring = gl.allocate_shared_memory(dtype, [STAGES, ring[0], ring[1]], ring_desc.layout)
+    fixed_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(fixed_bar, count=1)
+    for s in gl.static_range(STAGES):
+        mbarrier.init(ready.index(s), count=1)
+        mbarrier.init(empty.index(s), count=1)
+    return a_smem, b_smem, a_ring, b_ring, fixed_bar, ready, empty
+
+
+@gluon.jit
 def _dkdv_setup(q_desc, k_desc, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                 CAUSAL: gl.constexpr):
     """This CTA's key tile, its first query row and how many query tiles see it (causal: from the diagonal on),
@@ -236,19 +258,7 @@ def _dkdv_setup(q_desc, k_desc, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
     else:
         lo = 0
     n_tiles = (N - lo) // BLOCK_M
-    dtype: gl.constexpr = q_desc.dtype
-    D: gl.constexpr = q_desc.block_type.shape[1]
-    k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, D], k_desc.layout)
-    v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, D], k_desc.layout)
-    q_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, D], q_desc.layout)
-    do_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_M, D], q_desc.layout)
-    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(kv_bar, count=1)
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=1)
+    k_smem, v_smem, q_ring, do_ring, kv_bar, ready, empty = _shared(k_desc, q_desc, STAGES)
     return start_n, row0, lo, n_tiles, k_smem, v_smem, q_ring, do_ring, kv_bar, ready, empty
 
 
@@ -378,8 +388,6 @@ def _dq_setup(q_desc, k_desc, Lse, Delta, N, CAUSAL: gl.constexpr, STAGES: gl.co
     units) and δ, and its shared memory."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    D: gl.constexpr = q_desc.block_type.shape[1]
-    dtype: gl.constexpr = q_desc.dtype
     pid_m = gl.program_id(0)
     if CAUSAL:
         pid_m = gl.num_programs(0) - 1 - pid_m
@@ -393,17 +401,7 @@ def _dq_setup(q_desc, k_desc, Lse, Delta, N, CAUSAL: gl.constexpr, STAGES: gl.co
     offs_m = start_m + gl.arange(0, BLOCK_M, rows)
     lse2 = gl.load(Lse + row0 + offs_m) * 1.4426950408889634
     delta = gl.load(Delta + row0 + offs_m)
-    q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
-    do_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, D], q_desc.layout)
-    k_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
-    v_ring = gl.allocate_shared_memory(dtype, [STAGES, BLOCK_N, D], k_desc.layout)
-    qdo_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    mbarrier.init(qdo_bar, count=1)
-    for s in gl.static_range(STAGES):
-        mbarrier.init(ready.index(s), count=1)
-        mbarrier.init(empty.index(s), count=1)
+    q_smem, do_smem, k_ring, v_ring, qdo_bar, ready, empty = _shared(q_desc, k_desc, STAGES)
     return start_m, row0, n_tiles, lse2, delta, q_smem, do_smem, k_ring, v_ring, qdo_bar, ready, empty
 
 
