@@ -4,6 +4,9 @@ tests/submissions/backward/ state their verdicts in their headers and are graded
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -208,6 +211,25 @@ def test_the_gluon_backward_compiles_for_hopper(causal):
         assert row["ok"] and row["wgmma"], row.get("error")
         assert row["shared_bytes"] <= HOPPER_PROPERTIES["max_shared_mem"]
         assert (f"dec {gluon.LOADER_REGS}" in row["setmaxnreg"]) == ws, row["setmaxnreg"]
+
+
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="the interpreter's stand-ins exist under the interpreter only")
+def test_the_gluon_backward_compiles_after_interpreted_launches(tmp_path):
+    """Triton imports Gluon's language while an interpreted launch has triton.language patched, and Gluon keeps
+    the builtins it finds at import: unless the package imports it first, every Gluon kernel compiled after a
+    Triton kernel ran in the same process is refused. A process of its own (nothing imported yet) and an empty
+    Triton cache (the compile really runs; a cached one would hide the refusal)."""
+    script = (
+        "import torch, gpuprinciples\n"
+        "from gpuprinciples.course.kernels.vector_add import vector_add\n"
+        "assert torch.equal(vector_add(torch.ones(100), torch.ones(100)), torch.full((100,), 2.0))\n"
+        "from gpuprinciples.course.kernels import attention_backward_gluon as g\n"
+        "for row in g.compile_for_hopper(64, False):\n"
+        "    print(row['kernel'], row['ok'], row.get('error'))\n")
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    rows = [line for line in done.stdout.splitlines() if line.split(" ")[0].endswith("_kernel")]
+    assert len(rows) == 2 and all(line.split(" ")[1] == "True" for line in rows), done.stdout + done.stderr[-3000:]
 
 
 def test_the_gluon_backward_says_where_it_cannot_run():

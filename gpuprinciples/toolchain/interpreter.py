@@ -598,6 +598,19 @@ def _autotune_by_compiling() -> None:
     Autotuner._bench = rank
 
 
+def _gluon_before_any_launch() -> None:
+    """Gluon's language wraps each triton.language builtin once, as it finds it when first imported, and Triton
+    imports it (for its descriptor types) while converting the arguments of the first interpreted launch, when the
+    interpreter has put its stand-ins in triton.language's place (3.9): every Gluon kernel compiled for the GPU
+    in this process would then be refused ("Did you forget to add @triton.gluon.jit?"). Imported here, first,
+    it keeps the builtins themselves."""
+    try:
+        import triton.experimental.gluon.language  # noqa: F401
+        import triton.experimental.gluon.nvidia.hopper  # noqa: F401
+    except ImportError:  # pragma: no cover - a Triton without Gluon
+        pass
+
+
 def _remember_pristine_language(interp) -> None:
     """A call of one @triton.jit function from another (tl.max, a helper) patches triton.language for
     the interpreter and never puts it back (3.6 and 3.9): harmless to the interpreter, fatal to the GPU
@@ -677,6 +690,7 @@ def install_interpreter_shims() -> None:
     _warmup_handles(interp)
     _autotune_by_compiling()
     _name_interpreter_limits(interp)
+    _gluon_before_any_launch()
     _remember_pristine_language(interp)  # last: with every patch the shims above add
 
 
