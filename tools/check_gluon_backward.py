@@ -246,8 +246,9 @@ def main() -> None:
     parser.add_argument("--skip-compile", action="store_true", help="on a GPU: no CPU-side compile table first")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     a = parser.parse_args()
+    unchecked = [v for v in a.time_only.split(",") if v]
     if a.child:
-        child(a.child, a.budget, a.child not in a.time_only.split(","))
+        child(a.child, a.budget, a.child not in unchecked)
         return
     failed = 0 if a.skip_compile and torch.cuda.is_available() else compile_all()
     if a.compile_only or not torch.cuda.is_available():
@@ -263,11 +264,12 @@ def main() -> None:
         sys.exit(1)
     base = baselines(a.budget * 0.35)
     gluon = {}
-    variants = a.variants.split(",") + [v for v in a.time_only.split(",") if v and v not in a.variants.split(",")]
+    variants = a.variants.split(",")
+    variants += [v for v in unchecked if v not in variants]
     for i, variant in enumerate(variants):
         print(f"\n== Gluon, {variant}", flush=True)
         for r in spawn(variant, max((left(a.budget) - 5) / (len(variants) - i), 20),
-                       variant not in a.time_only.split(",")):
+                       variant not in unchecked):
             if r.get("timed") and r["ms"]:
                 gluon.setdefault(variant, {})[r["causal"]] = r["ms"]
     print(f"\n== Summary, B{TIMED[0]} H{TIMED[1]} N{TIMED[2]} D{TIMED[3]} bf16: ms (TFLOP/s), ratios to cuDNN and "

@@ -52,9 +52,10 @@ def bench_exercise(ex, ceilings, budget_s: float = 2.0, spec=None) -> dict:
     err = _relative_error(solution(*args), want)
     further, not_here, further_errors = {}, {}, {}
     for name, where in getattr(ex, "further", {}).items():
+        fn = _load(where)
         try:
-            further_errors[name] = _relative_error(_load(where)(*args), want)
-            further[name] = _load(where)
+            further_errors[name] = _relative_error(fn(*args), want)
+            further[name] = fn
         except ValueError as exc:  # the kernel's own sentence: not on this GPU, or not these inputs
             not_here[name] = str(exc)
     del want
