@@ -89,13 +89,32 @@ def test_a_store_outside_every_argument_is_refused_before_it_lands():
     wide = torch.zeros(64)
     _store_iota[(1,)](wide[:32], 64, BLOCK=64)  # past the view, inside its storage: as on a GPU, allowed
     assert torch.equal(wide, torch.arange(64.0))
-    with pytest.raises(bounds.OutOfBoundsStore, match=r"stored 16 element\(s\) outside every tensor passed to it; "
-                                                      r"the first at element 48 of the memory under `dst`"):
+    with pytest.raises(bounds.OutOfBounds, match=r"stored 16 element\(s\) outside every tensor passed to it; "
+                                                 r"the first at element 48 of the memory under `dst`"):
         _store_iota[(1,)](torch.zeros(48), 64, BLOCK=64)
     assert counters._state.bounds is None  # cleared after the launch
     table = torch.tensor([wide.data_ptr()], dtype=torch.int64)
     _store_through_address[(1,)](table, 8, BLOCK=8)  # a launch that makes pointers is not checked
     assert torch.equal(wide[:8], torch.arange(8.0))
+
+
+@triton.jit
+def _sum_unmasked(src, dst, BLOCK: tl.constexpr):
+    tl.store(dst, tl.sum(tl.load(src + tl.arange(0, BLOCK)), 0))  # no mask: every lane loads
+
+
+@interpreter_only
+def test_a_load_outside_every_argument_is_refused_before_it_reads():
+    """Under the interpreter a stray load reads the grader's own memory (whatever lies there, or a SIGSEGV); on a GPU
+    another tensor's values, or an illegal memory access."""
+    out = torch.zeros(1)
+    _sum_unmasked[(1,)](torch.ones(64)[:40], out, BLOCK=64)  # past the view, inside its storage: allowed
+    assert out.item() == 64
+    with pytest.raises(bounds.OutOfBounds, match=r"kernel `_sum_unmasked` \(program \(0, 0, 0\)\) loaded 24 "
+                                                 r"element\(s\) outside every tensor passed to it; the first at "
+                                                 r"element 40 of the memory under `src`, which holds 40.*refused the "
+                                                 r"load"):
+        _sum_unmasked[(1,)](torch.ones(40), out, BLOCK=64)
 
 
 def test_two_launches_counted():

@@ -96,6 +96,29 @@ def test_the_recorded_cpu_verdicts_cover_every_compared_fixture():
     assert sorted(recorded["fixtures"]) == sorted(path for path, _, _ in verdicts.fixtures())
 
 
+def test_re_recording_a_few_fixtures_keeps_the_others_lines(tmp_path, monkeypatch, capsys):
+    """`verdicts --write FILE --only PATH ...` grades only the fixtures a change touched and keeps every other
+    fixture's lines as recorded (one whole recording grades every fixture: many minutes of CPU)."""
+    import json
+
+    from gpuprinciples.instructor import verdicts
+    from gpuprinciples.machine import runtime
+    every = [path for path, _, _ in verdicts.fixtures()]
+    one, other = every[0], every[1]
+    recorded = tmp_path / "cpu_verdicts.json"
+    recorded.write_text(json.dumps({"mode": runtime.MODE, "seed": verdicts.SEED,
+                                    "fixtures": {one: "old", other: "kept", "tests/submissions/gone.py": "x"}}))
+    graded = []
+    monkeypatch.setattr(verdicts, "grade_all", lambda entries, workers: {p: graded.append(p) or "new"
+                                                                          for p, _, _ in entries})
+    assert verdicts.main(["--write", str(recorded), "--only", one]) == 0
+    assert graded == [one]
+    assert json.loads(recorded.read_text())["fixtures"] == {one: "new", other: "kept"}  # a removed fixture goes
+    assert "1 fixtures graded" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        verdicts.main(["--write", str(recorded), "--only", "tests/submissions/none.py"])
+
+
 @pytest.mark.gpu
 def test_every_reference_solution_passes_on_the_gpu():
     """What would have caught lesson 09 failing its own solutions on every GPU: each exercise's `solution`,

@@ -286,7 +286,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
         pristine = [_clone(t) for t in _tensors_in(args)]
         runtime.synchronize()
         with watching(gpu) as seen, _record(inputs=list(_tensors_in(args)), cached=cached_inputs(exercise, args),
-                                            stores=True) as rec, placed((args, kwargs)):
+                                            stores=True, races=True) as rec, placed((args, kwargs)):
             out = runner(fn if exercise.forks_ranks else learner, args, kwargs)  # (ranks get fn by pickle)
             runtime.synchronize()
         # before anything else runs: which elements of what the learner returned its kernels wrote, and did not

@@ -2,6 +2,8 @@
 on a CPU and on a GPU, must agree.
 
     python -m gpuprinciples.instructor.verdicts --write tests/fixtures/cpu_verdicts.json   # on a CPU: record
+    python -m gpuprinciples.instructor.verdicts --write tests/fixtures/cpu_verdicts.json --only PATH ...
+                                                              # re-record the fixtures a change touched
     (tests/test_one_verdict.py, gpu-marked, grades the same fixtures on a GPU and compares)
 
 The CPU's lines are recorded in a checked-in file, not recomputed on the GPU machine: the interpreter
@@ -109,15 +111,32 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gpuprinciples.instructor.verdicts",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", metavar="JSON", help="grade every fixture here and write their lines")
+    parser.add_argument("--only", nargs="+", metavar="PATH",
+                        help="grade only these fixtures (paths from the repository), and with --write keep the "
+                             "others' lines as the file has them: after a change that touches a few fixtures")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     from ..machine import runtime
-    graded = grade_all(fixtures(), args.workers)
+    entries = fixtures()
+    kept = {}
+    if args.only:
+        unknown = set(args.only) - {path for path, _, _ in entries}
+        if unknown:
+            parser.error(f"not a compared fixture: {', '.join(sorted(unknown))}")
+        entries = [entry for entry in entries if entry[0] in args.only]
+        if args.write and Path(args.write).exists():
+            recorded = json.loads(Path(args.write).read_text())
+            if recorded.get("mode") != runtime.MODE or recorded.get("seed") != SEED:
+                parser.error(f"{args.write} was recorded on another machine or seed: record every fixture")
+            current = {path for path, _, _ in fixtures()}
+            kept = {path: lines for path, lines in recorded["fixtures"].items()
+                    if path in current and path not in args.only}
+    graded = {**kept, **grade_all(entries, args.workers)}
     payload = {"mode": runtime.MODE, "seed": SEED, "fixtures": graded}
     text = json.dumps(payload, indent=1, sort_keys=True) + "\n"
     if args.write:
         Path(args.write).write_text(text)
-        print(f"{len(graded)} fixtures graded ({runtime.MODE}); written to {args.write}")
+        print(f"{len(graded) - len(kept)} fixtures graded ({runtime.MODE}), {len(kept)} kept; written to {args.write}")
     else:
         sys.stdout.write(text)
     return 0

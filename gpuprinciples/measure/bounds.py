@@ -1,11 +1,12 @@
-"""Stores outside every tensor a launch was given, refused before they land (under the interpreter).
+"""Loads and stores outside every tensor a launch was given, refused before they happen (under the interpreter).
 
-On a GPU such a store is an illegal memory access, or it silently overwrites a neighbouring allocation. Under the
-interpreter it wrote into the grader's own process: a crash many operations later ("malloc(): unaligned tcache
-chunk", SIGSEGV) or, worse, a verdict computed from damaged memory. While a launch runs (counters.py's hooks),
-the lanes a store's mask leaves on must each fall in the memory of one of the launch's tensor arguments: its
-whole storage, so a view may write around itself as on a GPU. A launch that turns integers into pointers (a
-table of addresses) is not checked: its targets need not be among its arguments.
+On a GPU such an access is an illegal memory access, or it silently reads or overwrites a neighbouring
+allocation. Under the interpreter a stray store wrote into the grader's own process: a crash many operations later
+("malloc(): unaligned tcache chunk", SIGSEGV) or, worse, a verdict computed from damaged memory; a stray load read
+the process's memory (whatever lay there, or a SIGSEGV). While a launch runs (counters.py's hooks), the lanes a
+load's or a store's mask leaves on must each fall in the memory of one of the launch's tensor arguments: its whole
+storage, so a view may reach around itself as on a GPU. A launch that turns integers into pointers (a table of
+addresses) is not checked: its targets need not be among its arguments.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import numpy as np
 import torch
 
 
-class OutOfBoundsStore(RuntimeError):
-    """A kernel stored outside every tensor it was given; the message is the sentence for the learner."""
+class OutOfBounds(RuntimeError):
+    """A kernel loaded or stored outside every tensor it was given; the message is the sentence for the learner."""
 
 
 def launch_tensors(arg):
@@ -46,8 +47,9 @@ def extents(named: dict) -> list[tuple[int, int, str]] | None:
 
 
 def check(kernel: str, program: tuple, addresses: np.ndarray, itemsize: int,
-          known: list[tuple[int, int, str]]) -> None:
-    """Raise OutOfBoundsStore when a store's `addresses` (the lanes its mask left on) leave every extent."""
+          known: list[tuple[int, int, str]], op: str = "store") -> None:
+    """Raise OutOfBounds when the `addresses` of a load or store (`op`; the lanes its mask left on) leave every
+    extent."""
     if addresses.size == 0:
         return
     inside = np.zeros(addresses.shape, dtype=bool)
@@ -62,18 +64,19 @@ def check(kernel: str, program: tuple, addresses: np.ndarray, itemsize: int,
         first, end, name = min(known, key=lambda k: min(abs(at - k[0]), abs(at - k[1])))
         where = (f"; the first at element {(at - first) // itemsize:,} of the memory under `{name}`, which holds "
                  f"{(end - first) // itemsize:,}")
-    raise OutOfBoundsStore(
-        f"kernel `{kernel}` (program {program}) stored {outside.size:,} element(s) outside every tensor passed to "
-        f"it{where}. On a GPU that is an illegal memory access, or it silently overwrites other memory; the grader "
-        "refused the store. Check the store's offsets and mask: a row stride taken from another tensor, a tail "
-        "left unmasked")
+    did, harm = {"load": ("loaded", "reads memory that is not the kernel's (another tensor's values)"),
+                 "store": ("stored", "silently overwrites other memory")}[op]
+    raise OutOfBounds(
+        f"kernel `{kernel}` (program {program}) {did} {outside.size:,} element(s) outside every tensor passed to "
+        f"it{where}. On a GPU that is an illegal memory access, or it {harm}; the grader refused the {op}. "
+        f"Check the {op}'s offsets and mask: a row stride taken from another tensor, a tail left unmasked")
 
 
-def raised(exc: BaseException) -> OutOfBoundsStore | None:
+def raised(exc: BaseException) -> OutOfBounds | None:
     """The refusal behind an exception the interpreter wrapped (InterpreterError(repr(e)) from e)."""
     seen = exc
     for _ in range(5):
-        if seen is None or isinstance(seen, OutOfBoundsStore):
+        if seen is None or isinstance(seen, OutOfBounds):
             return seen
         seen = seen.__cause__ or seen.__context__
     return None

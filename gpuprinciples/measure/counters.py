@@ -16,8 +16,11 @@ What is counted, and where:
   leaves on, times the element size. Masked-off lanes are not counted: they move no memory.
   Re-reading the same element counts again: a cache may soften that on a GPU, but the first-
   principles budget is "read each input once, write each output once".
-* Under the interpreter, a store outside every tensor its launch was given is refused before it lands
-  (bounds.py): a GPU faults or corrupts other memory there, the interpreter would corrupt this process.
+* Under the interpreter, a load or store outside every tensor its launch was given is refused before it happens
+  (bounds.py): a GPU faults or reads or corrupts other memory there, the interpreter would read or corrupt this
+  process.
+* Under the interpreter, with record(races=True): two programs of one launch touching the same bytes, one storing,
+  with nothing ordering them, are refused when the launch ends (races.py): a GPU runs them together.
 * PyTorch operators called by the code (the interpreter's own copies of a launch's arguments are
   not; the learner's grid callable and pre-run hooks are), through a dispatch mode:
   allocations and views are free; copies and fills are data movement (their bytes are counted);
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import inspect
 import threading
 from collections import Counter
 from contextlib import contextmanager
@@ -42,7 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..machine import runtime
 from ..toolchain import compat, gpucompile
-from . import bounds, placement
+from . import bounds, placement, races
 
 # ---------------------------------------------------------------------------------------------
 # PyTorch operators: which are free, which move data, the rest compute
@@ -150,6 +154,8 @@ class Recording:
     # with record(stores=True), under the interpreter: (byte addresses, item size) of every store, so
     # that `unwritten` can tell which elements of a result no kernel of this call wrote
     track_stores: bool = False
+    # with record(races=True), under the interpreter: each launch's programs checked for races (races.py)
+    check_races: bool = False
     stores: list[tuple[np.ndarray, int, np.ndarray | None]] = field(default_factory=list, repr=False)
 
     def unwritten(self, t: torch.Tensor) -> int:
@@ -291,6 +297,8 @@ def _active() -> list[Recording]:
         _state.pending = None  # (compiled kernel, grid) about to be launched on a GPU
         _state.bounds = None  # under the interpreter, while a launch runs: its tensor arguments' extents (bounds.py)
         _state.kernel = "?"  # ... and its name
+        _state.races = None  # ... and, when a recording checks races, the log of every program's accesses (races.py)
+        _state.atomic = 0  # inside an atomic load, store or poll (made of a plain one by the interpreter)
     return _state.stack
 
 
@@ -301,12 +309,15 @@ def _active() -> list[Recording]:
 
 def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
     op = "store" if "store" in method_name else "load"
+    parameters = list(inspect.signature(original).parameters)[1:]
+    volatile_index = parameters.index("is_volatile") if "is_volatile" in parameters else -1
 
     @functools.wraps(original)
     def counted(self, *args, **kwargs):
         stack = _active()
-        known = _state.bounds if op == "store" or "atomic" in method_name else None
-        if stack or known is not None:
+        known = _state.bounds
+        log = _state.races
+        if stack or known is not None or log is not None:
             ptrs = args[ptr_index]
             itemsize = max(ptrs.dtype.element_ty.primitive_bitwidth // 8, 1)
             block = np.asarray(ptrs.data)
@@ -315,16 +326,24 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
             if mask_index >= 0 and args[mask_index] is not None:
                 on_mask = np.broadcast_to(np.asarray(args[mask_index].data, dtype=bool), block.shape).reshape(-1)
                 addresses = addresses[on_mask]
-            if known is not None:  # before it lands: a stray store would write into this process
-                builder = compat.interpreter_module().interpreter_builder
-                bounds.check(_state.kernel, tuple(builder.grid_idx), addresses, itemsize, known)
+            builder = compat.interpreter_module().interpreter_builder
+            if known is not None:  # before it happens: a stray store would write into this process
+                bounds.check(_state.kernel, tuple(builder.grid_idx), addresses, itemsize, known,
+                             "store" if "atomic" in method_name else op)
+            volatile = kwargs.get("is_volatile", args[volatile_index] if 0 <= volatile_index < len(args) else False)
+            atomic = "atomic" in method_name or _state.atomic or bool(volatile)  # a volatile load spins on a flag
+            stored = None
+            if op == "store" and not atomic and (log is not None or any(rec.track_stores for rec in stack)):
+                stored = _stored_bytes(args, block, on_mask)
+            if log is not None:
+                log.note(races.ATOMIC if atomic else races.STORE if op == "store" else races.LOAD,
+                         tuple(builder.grid_idx), addresses, itemsize, stored)
         if stack:
             nbytes = int(addresses.size) * itemsize
             if "atomic" in method_name:  # read-modify-write moves the bytes both ways
                 op_bytes = {"load": nbytes, "store": nbytes}
             else:
                 op_bytes = {op: nbytes}
-            builder = compat.interpreter_module().interpreter_builder
             for rec in stack:
                 if op_bytes.get("load") and rec.input_ranges:
                     inside = np.zeros(addresses.shape, dtype=bool)
@@ -344,8 +363,7 @@ def _count_memory(method_name: str, ptr_index: int, mask_index: int, original):
                     rec.launches[-1].load_bytes += op_bytes.get("load", 0)
                     rec.launches[-1].store_bytes += op_bytes.get("store", 0)
                 if rec.track_stores and op_bytes.get("store"):
-                    rec.stores.append((addresses.astype(np.int64), itemsize,
-                                       None if "atomic" in method_name else _stored_bytes(args, block, on_mask)))
+                    rec.stores.append((addresses.astype(np.int64), itemsize, stored))
                 if rec.trace:
                     name = rec.launches[-1].name if rec.launches else "?"
                     rec.accesses.append(Access(name, tuple(builder.grid_idx), op, addresses.copy(), itemsize,
@@ -447,8 +465,8 @@ def _autotuner_benchmark():
 
 
 def _pointers_made(original):
-    """A kernel that turns integers into pointers (a table of addresses) may store where no argument lies:
-    its stores are not checked against the arguments (bounds.py) for the rest of the launch."""
+    """A kernel that turns integers into pointers (a table of addresses) may reach where no argument lies:
+    its loads and stores are not checked against the arguments (bounds.py) for the rest of the launch."""
 
     @functools.wraps(original)
     def made(self, src, dst_type):
@@ -461,6 +479,23 @@ def _pointers_made(original):
     return made
 
 
+def _as_atomic(original):
+    """An atomic load, store or poll, which the interpreter makes of a plain one: the plain one is logged as an
+    atomic (races.py)."""
+
+    @functools.wraps(original)
+    def atomic(self, *args, **kwargs):
+        _active()
+        _state.atomic += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _state.atomic -= 1
+
+    atomic._gp_counted = True
+    return atomic
+
+
 def _install_interpreter_hooks() -> None:
     interp = compat.interpreter_module()
     builder_cls = interp.InterpreterBuilder
@@ -470,6 +505,11 @@ def _install_interpreter_hooks() -> None:
             wrapped = _count_memory(name, ptr_i, mask_i, original)
             wrapped._gp_counted = True
             setattr(builder_cls, name, wrapped)
+
+    for name in compat.interpreter_atomic_accesses():
+        original = getattr(builder_cls, name, None)
+        if original is not None and not getattr(original, "_gp_counted", False):
+            setattr(builder_cls, name, _as_atomic(original))
 
     for name in ("create_int_to_ptr", "create_bitcast"):
         original = getattr(builder_cls, name)
@@ -522,10 +562,11 @@ def _install_interpreter_hooks() -> None:
                 _note_compiled(_compile_launch(kernel, args, kwargs, target=target))
             return None
         _state.in_triton += 1  # the interpreter copies tensors with PyTorch ops: not the learner's
-        _state.bounds = bounds.extents({**dict(zip(self.arg_names, args)), **kwargs})
+        _state.bounds = extents = bounds.extents({**dict(zip(self.arg_names, args)), **kwargs})
         _state.kernel = getattr(self.fn, "__name__", "kernel")
+        _state.races = races.Log() if any(rec.check_races for rec in _state.stack) else None
         try:
-            return grid_call(self, *args, **kwargs)
+            ran = grid_call(self, *args, **kwargs)
         except Exception as exc:
             stray = bounds.raised(exc)
             if stray is not None:  # the refusal in its own words, not wrapped in the interpreter's repr()
@@ -536,9 +577,14 @@ def _install_interpreter_hooks() -> None:
             if not compiled.ok:
                 raise gpucompile.GPUCompileError(compiled.error) from exc
             raise
+        else:
+            if _state.races is not None:  # the programs ran one after another: would they race on a GPU?
+                races.check(_state.races, _state.kernel, extents)
+            return ran
         finally:
             _state.in_triton -= 1
             _state.bounds = None
+            _state.races = None
 
     launch._gp_counted = True
     interp.GridExecutor.__call__ = launch
@@ -693,7 +739,7 @@ def _byte_range(t: torch.Tensor) -> tuple[int, int]:
 
 @contextmanager
 def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inputs=(), cached=(),
-           stores: bool = False):
+           stores: bool = False, races: bool = False):
     """Count what the code in the block does. `trace=True` keeps every access (for drawing);
     `saved=True` counts the bytes autograd saves for backward; `inputs` (tensors) also counts the bytes
     Triton loads from them (a kernel that does the work reads every input byte at least once) and,
@@ -702,8 +748,10 @@ def record(trace: bool = False, saved: bool = False, torch_ops: bool = True, inp
     the kernel read it leaves the input unchanged, but not what the kernel read. `cached` (tensors):
     loads of bytes of these already loaded once are also counted in `cached_reread_bytes` (a GPU's L2
     serves them: small operands that every program reads). `stores=True` (interpreter) keeps every
-    store's addresses, for `Recording.unwritten`."""
-    rec = Recording(trace=trace, stream=_current_stream_id(), track_stores=stores and runtime.INTERPRETER)
+    store's addresses, for `Recording.unwritten`. `races=True` (interpreter): a launch whose programs would race
+    on a GPU raises races.RaceBetweenPrograms when it ends."""
+    rec = Recording(trace=trace, stream=_current_stream_id(), track_stores=stores and runtime.INTERPRETER,
+                    check_races=races and runtime.INTERPRETER)
     for t in cached:
         if _has_memory(t):
             first, end = _byte_range(t)

@@ -61,6 +61,12 @@ def interpreter_memory_methods() -> dict[str, tuple[int, int]]:
     }
 
 
+def interpreter_atomic_accesses() -> tuple[str, ...]:
+    """InterpreterBuilder methods that make an atomic access of a plain masked load or store (Triton 3.9's
+    `tl.atomic_load`, `tl.atomic_store`, `tl.atomic_poll`; absent in 3.6): what they touch is atomic."""
+    return ("create_atomic_load", "create_atomic_store", "create_atomic_poll")
+
+
 def patch_interpreter_index() -> None:
     """Triton 3.6's interpreter turns a loop bound into an int with `int(array)`, which NumPy 2.4
     refuses for a 1-element array ("only 0-dimensional arrays can be converted"): every
@@ -103,6 +109,7 @@ def patch_interpreter_mask_dtype() -> None:
             return _original(self, *args, **kwargs)
 
         patched._gp_mask = True
+        patched.__wrapped__ = original  # its parameters, for inspect.signature (counters.py finds is_volatile)
         setattr(interp.InterpreterBuilder, name, patched)
 
 

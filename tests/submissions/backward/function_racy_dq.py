@@ -1,14 +1,15 @@
 """Wrong on a GPU: the one-pass backward (FlashAttention-2's CUDA way), with each key tile's program adding its share
 of dQ into a float32 buffer by a plain load and store where tl.atomic_add is needed. On a GPU the programs of one
 launch run together and their read-modify-writes of the same rows of dQ race: additions are lost (an H100 got dQ
-wrong in 7 of 8 cases). The interpreter runs the programs one after another, so every addition lands and a CPU
-passes it: the grader does not yet look for two programs of one launch touching the same bytes, one of them storing
-without an atomic (counters.py, the trace of each program's accesses, would see it)."""
+wrong in 7 of 8 cases). The interpreter runs the programs one after another, so every addition lands and the values
+are right on a CPU; the accesses are not: two programs of one launch load and store the same bytes of dQ with
+nothing ordering them (races.py), refused in words."""
 # exercise: backward.attention_function
 # function: attention
 # verdict: failed
-# says: dq:
-# known-gap: the interpreter runs a launch's programs one at a time: a race between them cannot show in the values
+# gpu-says: dq:
+# cpu-says: nothing orders them
+# cpu-says: memory under `dq`
 import math
 
 import torch

@@ -1,12 +1,14 @@
 # exercise: fusion.cos_cos
 # function: cos_cos
 # verdict: failed
-# cpu-says: moved
-# cpu-says: is the minimum
-# cpu-says: at most 1.1× allowed
+# cpu-says: loaded
+# cpu-says: outside every tensor passed to it
+# cpu-says: refused the load
 # gpu-says: but got bf16
-"""Missing mask on the load: the last block reads past the end of x (the store is masked, so the
-values are right; the grader sees the extra bytes)."""
+"""Missing mask on the load: the last block reads past the end of x. The store is masked, so the values could
+come out right, but on a GPU those lanes read another allocation or fault; under the interpreter they read the
+grader's own memory, so the load is refused before it reads (measure/bounds.py). (It counted as extra bytes moved
+before loads were checked.)"""
 import torch
 import triton
 import triton.language as tl
