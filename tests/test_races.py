@@ -133,3 +133,13 @@ def test_only_a_recording_that_asks_checks_races():
     plain_add[(PROGRAMS,)](x, out, n, BLOCK=64)
     assert torch.allclose(out, 2 * x.sum(), atol=1e-4)
     assert counters._state.races is None  # nothing logged after a launch
+
+
+def test_a_refusal_the_code_catches_stays_on_the_recording():
+    """The grader raises it again after the call (worker.py): catching it does not undo the race."""
+    with counters.record(races=True) as rec:
+        try:
+            plain_add[(PROGRAMS,)](x, torch.zeros(1), n, BLOCK=64)
+        except races.RaceBetweenPrograms:
+            pass
+    assert [type(e) for e in rec.refused] == [races.RaceBetweenPrograms]

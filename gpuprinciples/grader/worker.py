@@ -247,9 +247,17 @@ def follows_placement(exercise) -> bool:
     return runtime.INTERPRETER and not exercise.forks_ranks and launches_triton(exercise)
 
 
+def _raise_refused(rec) -> None:
+    """A stray access or a race the interpreter refused during the call, raised again after it: the learner's code
+    may have caught the exception, but the kernel still did what was refused."""
+    if rec.refused:
+        raise rec.refused[0]
+
+
 def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dict, *,
              _record=counters.record, _tampered=_tampered, _portable=_portable,
-             _tensors_in=counters.tensors_in, _Watch=observe.Watch, _placement=placement.watch) -> CaseResult:
+             _tensors_in=counters.tensors_in, _Watch=observe.Watch, _placement=placement.watch,
+             _raise_refused=_raise_refused) -> CaseResult:
     # (the defaults are bound now, before learner code runs: replacing the module's names does nothing)
     args = _to_device(case["args"], device)
     kwargs = _to_device(case["kwargs"], device)
@@ -280,6 +288,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
             with watching(gpu) as seen, _record() as decoy_rec, placed((decoy_args, kwargs)):
                 decoy_out = runner(fn, decoy_args, kwargs)
                 runtime.synchronize()
+            _raise_refused(decoy_rec)
             result.watched.append(_watched_entry("warm-up call", seen, decoy_rec))
             result.decoy_output = _portable(decoy_out)  # a copy, taken before the next call
             result.has_decoy_output = True
@@ -289,6 +298,7 @@ def run_case(exercise, fn, case: dict, device: str, source_file: str, watch: dic
                                             stores=True, races=True) as rec, placed((args, kwargs)):
             out = runner(fn if exercise.forks_ranks else learner, args, kwargs)  # (ranks get fn by pickle)
             runtime.synchronize()
+        _raise_refused(rec)
         # before anything else runs: which elements of what the learner returned its kernels wrote, and did not
         # change after (WritesEveryOutput)
         plain = [t for t in _tensors_in(returned) if type(t) is torch.Tensor]

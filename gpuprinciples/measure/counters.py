@@ -156,6 +156,9 @@ class Recording:
     track_stores: bool = False
     # with record(races=True), under the interpreter: each launch's programs checked for races (races.py)
     check_races: bool = False
+    # what the interpreter's checks refused in this recording (bounds.OutOfBounds, races.RaceBetweenPrograms), kept
+    # here as well as raised: code that catches the exception has not made the access or the race go away
+    refused: list[BaseException] = field(default_factory=list, repr=False)
     stores: list[tuple[np.ndarray, int, np.ndarray | None]] = field(default_factory=list, repr=False)
 
     def unwritten(self, t: torch.Tensor) -> int:
@@ -570,6 +573,7 @@ def _install_interpreter_hooks() -> None:
         except Exception as exc:
             stray = bounds.raised(exc)
             if stray is not None:  # the refusal in its own words, not wrapped in the interpreter's repr()
+                _refused(stray)
                 raise stray from None
             # a GPU refuses the kernel before it runs: its sentence, not the interpreter's (compiled now
             # if it was not: a failing launch outside a recording, such as the grader's warm-up call)
@@ -579,7 +583,11 @@ def _install_interpreter_hooks() -> None:
             raise
         else:
             if _state.races is not None:  # the programs ran one after another: would they race on a GPU?
-                races.check(_state.races, _state.kernel, extents)
+                try:
+                    races.check(_state.races, _state.kernel, extents)
+                except races.RaceBetweenPrograms as race:
+                    _refused(race)
+                    raise
             return ran
         finally:
             _state.in_triton -= 1
@@ -588,6 +596,12 @@ def _install_interpreter_hooks() -> None:
 
     launch._gp_counted = True
     interp.GridExecutor.__call__ = launch
+
+
+def _refused(exc: BaseException) -> None:
+    for rec in _active():
+        if len(rec.refused) < 8:
+            rec.refused.append(exc)
 
 
 def _original_function(interp, rewritten):
