@@ -5,6 +5,9 @@ backward, float64 autograd, and SDPA's FlashAttention and cuDNN backwards.
                                                       [--time-only ws+plain,plain+ws]
     PYTHONPATH=. python tools/check_gluon_backward.py --compile-only      # any machine: the sm_90 compile alone
 
+Variants (`VARIANTS`): which passes are warp-specialised (ws, plain, ws+plain, plain+ws, default) and the causal
+CTAs' order (per-head, grouped).
+
 1. Every Gluon kernel (dK/dV and dQ; warp-specialised and plain; causal and not; D 128 and 64) is compiled for
    sm_90 (`compile_for_hopper`: no GPU needed) and its registers, spills, shared memory and setmaxnreg printed.
    Without a GPU the script stops there: it says so and exits 1 (so a CPU run is the compile check).
@@ -145,8 +148,12 @@ def distances(got, want) -> list[float]:
     return [(g.double() - w.double()).abs().max().item() for g, w in zip(got, want)]
 
 
-VARIANTS = {"ws": (True, True), "plain": (False, False), "ws+plain": (True, False), "plain+ws": (False, True),
-            "default": None}  # name -> `ws` of `attention_backward_gluon.attention_backward`: (dK/dV pass, dQ pass)
+# name -> keyword arguments of `attention_backward_gluon.attention_backward`: `ws` (dK/dV pass, dQ pass) warp-
+# specialised; `causal_group`, the causal CTAs' order (1: head by head on one program axis, the 2-D grid's order;
+# 8: the longest CTAs of 8 heads first); the rest as the package's defaults
+VARIANTS = {"ws": {"ws": (True, True)}, "plain": {"ws": (False, False)}, "ws+plain": {"ws": (True, False)},
+            "plain+ws": {"ws": (False, True)}, "default": {}, "per-head": {"causal_group": 1},
+            "grouped": {"causal_group": 8}}
 
 
 def cases(variant: str, shapes, budget: float, reserve: float, what: str):
@@ -165,10 +172,10 @@ def cases(variant: str, shapes, budget: float, reserve: float, what: str):
 def child(variant: str, budget: float, check: bool) -> None:
     """Check (unless not `check`), then time, one variant; a line "RESULT {json}" per outcome, for the parent."""
     from gpuprinciples.course.kernels import attention_backward_gluon as g
-    ws = VARIANTS[variant]
+    chosen = VARIANTS[variant]
 
     def run(args, causal, compiled=None):
-        return g.attention_backward(*args, causal, ws=ws, compiled=compiled)
+        return g.attention_backward(*args, causal, compiled=compiled, **chosen)
 
     ok = True
     for shape, causal, args in cases(variant, CHECKED if check else (), budget, 20, "checks"):

@@ -81,6 +81,13 @@ COMPUTE_MAXNREG = 168  # launch limit with 8 + 4 warps (12 × 32 × 168 ≤ 65,5
 # run 4), on the H200: both specialised 2.998 ms not causal (plain 3.047); causal, both plain 1.818 ms (specialised
 # 1.914, a specialised dQ pass alone 1.813). On an H100 the same order, by up to 5 %.
 WARP_SPECIALISED = {False: (True, True), True: (False, False)}
+# Causal, a CTA's work falls with its rank (the dK/dV pass's first key tile is seen by every query tile, its last by
+# one), and a 2-D grid launches the CTAs head by head: the last heads' longest CTAs run nearly alone at the end of
+# a pass. With G ≥ 1 the causal passes run on one program axis, the longest CTAs of G heads first, then the next
+# longest (`_causal_tile`); 1 is the 2-D grid's own order, so G = 1 against G = 8 times the order alone. 0 keeps the
+# 2-D grid: what was measured (run 4). Not measured yet, so 0 until it is (tools/check_gluon_backward.py,
+# variants per-head and grouped).
+CAUSAL_GROUP_HEADS = 0
 
 
 # -------------------------------------------------------------------------------------------------
@@ -247,12 +254,29 @@ def _shared(fixed_desc, ring_desc, STAGES: gl.constexpr):
 
 
 @gluon.jit
+def _causal_tile(tiles, GROUP: gl.constexpr):
+    """(rank, head) of this CTA on one program axis of `tiles` ranks × heads: the rank-0 CTAs (the longest) of
+    GROUP heads first, then their rank-1 CTAs, …; then the next GROUP heads (the last group may hold fewer)."""
+    pid = gl.program_id(0)
+    heads = gl.num_programs(0) // tiles
+    first = (pid // (tiles * GROUP)) * GROUP
+    width = gl.minimum(heads - first, GROUP)
+    within = pid - first * tiles
+    return within // width, first + within % width
+
+
+@gluon.jit
 def _dkdv_setup(q_desc, k_desc, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                CAUSAL: gl.constexpr):
+                CAUSAL: gl.constexpr, ORDER_GROUP: gl.constexpr):
     """This CTA's key tile, its first query row and how many query tiles see it (causal: from the diagonal on),
     and its shared memory: K, V, the ring of Q and dO slots, and the barriers."""
-    start_n = gl.program_id(0) * BLOCK_N
-    row0 = gl.program_id(1) * N  # the head's first row in the [B·H·N, D] views
+    if ORDER_GROUP > 0:  # one program axis, longest first across ORDER_GROUP heads (CAUSAL_GROUP_HEADS)
+        rank, head = _causal_tile(N // BLOCK_N, ORDER_GROUP)
+        start_n = rank * BLOCK_N  # the first key tile is the longest
+        row0 = head * N
+    else:
+        start_n = gl.program_id(0) * BLOCK_N
+        row0 = gl.program_id(1) * N  # the head's first row in the [B·H·N, D] views
     if CAUSAL:
         lo = start_n
     else:
@@ -264,12 +288,12 @@ def _dkdv_setup(q_desc, k_desc, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
 
 @gluon.jit
 def dkdv_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, Lse, Delta, N, qk_scale, sm_scale,
-                CAUSAL: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+                CAUSAL: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr, ORDER_GROUP: gl.constexpr = 0):
     """Plain: every warp computes, and the same warps refill the ring STAGES − 1 tiles ahead."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     start_n, row0, lo, n_tiles, k_smem, v_smem, q_ring, do_ring, kv_bar, ready, empty = _dkdv_setup(
-        q_desc, k_desc, N, BLOCK_M, BLOCK_N, STAGES, CAUSAL)
+        q_desc, k_desc, N, BLOCK_M, BLOCK_N, STAGES, CAUSAL, ORDER_GROUP)
     _load_fixed(k_desc, v_desc, k_smem, v_smem, kv_bar, row0 + start_n)
     for j in gl.static_range(STAGES - 1):
         _load_pair(q_desc, do_desc, q_ring, do_ring, ready, j, row0 + lo + j * BLOCK_M, j < n_tiles)
@@ -294,12 +318,12 @@ def _dkdv_compute(k_smem, v_smem, q_ring, do_ring, kv_bar, ready, empty, Lse, De
 @gluon.jit
 def dkdv_ws_kernel(q_desc, k_desc, v_desc, do_desc, dk_desc, dv_desc, Lse, Delta, N, qk_scale, sm_scale,
                    CAUSAL: gl.constexpr, STAGES: gl.constexpr, LOADER_REGS: gl.constexpr,
-                   num_warps: gl.constexpr):
+                   num_warps: gl.constexpr, ORDER_GROUP: gl.constexpr = 0):
     """Warp-specialised: a one-warp loader partition, the computing warps the default partition."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     start_n, row0, lo, n_tiles, k_smem, v_smem, q_ring, do_ring, kv_bar, ready, empty = _dkdv_setup(
-        q_desc, k_desc, N, BLOCK_M, BLOCK_N, STAGES, CAUSAL)
+        q_desc, k_desc, N, BLOCK_M, BLOCK_N, STAGES, CAUSAL, ORDER_GROUP)
     dk, dv = gl.warp_specialize([
         (_dkdv_compute, (k_smem, v_smem, q_ring, do_ring, kv_bar, ready, empty, Lse, Delta, row0, start_n, lo,
                          n_tiles, qk_scale, CAUSAL, q_desc, do_desc, num_warps)),
@@ -382,17 +406,22 @@ def _dq_loop(q_smem, do_smem, k_ring, v_ring, ready, empty, lse2, delta, start_m
 
 
 @gluon.jit
-def _dq_setup(q_desc, k_desc, Lse, Delta, N, CAUSAL: gl.constexpr, STAGES: gl.constexpr,
+def _dq_setup(q_desc, k_desc, Lse, Delta, N, CAUSAL: gl.constexpr, STAGES: gl.constexpr, ORDER_GROUP: gl.constexpr,
               num_warps: gl.constexpr):
     """This CTA's query tile (causal: the longest rows first), how many key tiles it sees, its rows' LSE (log2
     units) and δ, and its shared memory."""
     BLOCK_M: gl.constexpr = q_desc.block_type.shape[0]
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
-    pid_m = gl.program_id(0)
-    if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - pid_m
-    start_m = pid_m * BLOCK_M
-    row0 = gl.program_id(1) * N
+    if ORDER_GROUP > 0:  # one program axis, longest first across ORDER_GROUP heads (CAUSAL_GROUP_HEADS)
+        rank, head = _causal_tile(N // BLOCK_M, ORDER_GROUP)
+        start_m = (N // BLOCK_M - 1 - rank) * BLOCK_M  # the last query tile is the longest
+        row0 = head * N
+    else:
+        pid_m = gl.program_id(0)
+        if CAUSAL:
+            pid_m = gl.num_programs(0) - 1 - pid_m
+        start_m = pid_m * BLOCK_M
+        row0 = gl.program_id(1) * N
     if CAUSAL:
         n_tiles = (start_m + BLOCK_M) // BLOCK_N
     else:
@@ -407,11 +436,11 @@ def _dq_setup(q_desc, k_desc, Lse, Delta, N, CAUSAL: gl.constexpr, STAGES: gl.co
 
 @gluon.jit
 def dq_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, Lse, Delta, N, qk_scale, sm_scale,
-              CAUSAL: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr):
+              CAUSAL: gl.constexpr, STAGES: gl.constexpr, num_warps: gl.constexpr, ORDER_GROUP: gl.constexpr = 0):
     """Plain, as `dkdv_kernel`."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     start_m, row0, n_tiles, lse2, delta, q_smem, do_smem, k_ring, v_ring, qdo_bar, ready, empty = _dq_setup(
-        q_desc, k_desc, Lse, Delta, N, CAUSAL, STAGES, num_warps)
+        q_desc, k_desc, Lse, Delta, N, CAUSAL, STAGES, ORDER_GROUP, num_warps)
     _load_fixed(q_desc, do_desc, q_smem, do_smem, qdo_bar, row0 + start_m)
     for j in gl.static_range(STAGES - 1):
         _load_pair(k_desc, v_desc, k_ring, v_ring, ready, j, row0 + j * BLOCK_N, j < n_tiles)
@@ -434,11 +463,12 @@ def _dq_compute(q_smem, do_smem, k_ring, v_ring, qdo_bar, ready, empty, lse2, de
 
 @gluon.jit
 def dq_ws_kernel(q_desc, k_desc, v_desc, do_desc, dq_desc, Lse, Delta, N, qk_scale, sm_scale,
-                 CAUSAL: gl.constexpr, STAGES: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr):
+                 CAUSAL: gl.constexpr, STAGES: gl.constexpr, LOADER_REGS: gl.constexpr, num_warps: gl.constexpr,
+                 ORDER_GROUP: gl.constexpr = 0):
     """Warp-specialised, as `dkdv_ws_kernel`."""
     BLOCK_N: gl.constexpr = k_desc.block_type.shape[0]
     start_m, row0, n_tiles, lse2, delta, q_smem, do_smem, k_ring, v_ring, qdo_bar, ready, empty = _dq_setup(
-        q_desc, k_desc, Lse, Delta, N, CAUSAL, STAGES, num_warps)
+        q_desc, k_desc, Lse, Delta, N, CAUSAL, STAGES, ORDER_GROUP, num_warps)
     dq, = gl.warp_specialize([
         (_dq_compute, (q_smem, do_smem, k_ring, v_ring, qdo_bar, ready, empty, lse2, delta, start_m, n_tiles,
                        qk_scale, CAUSAL, k_desc, v_desc, row0, num_warps)),
@@ -471,27 +501,33 @@ def _passes_ws(ws, causal: bool) -> tuple[bool, bool]:
     return (bool(ws), bool(ws)) if isinstance(ws, bool) else (bool(ws[0]), bool(ws[1]))
 
 
-def _launches(q, k, v, do, dq, dk, dv, lse, delta, causal: bool, ws):
+def _launches(q, k, v, do, dq, dk, dv, lse, delta, causal: bool, ws, causal_group=None):
     """[(kernel, grid, args, kwargs)] of the two passes: what `attention_backward` launches, and what
-    `compile_for_hopper` compiles. `ws` as `_passes_ws` reads it."""
+    `compile_for_hopper` compiles. `ws` as `_passes_ws` reads it; `causal_group` (None: CAUSAL_GROUP_HEADS) the
+    causal passes' order."""
     dkdv_ws, dq_ws = _passes_ws(ws, causal)
+    group = (CAUSAL_GROUP_HEADS if causal_group is None else causal_group) if causal else 0
     B, H, N, D = q.shape
+
+    def grid(tiles):  # one axis, ordered by `_causal_tile`, or tiles × heads
+        return (tiles * B * H,) if group else (tiles, B * H)
+
     flat = [t.view(B * H * N, D) for t in (q, k, v, do, dq, dk, dv)]
     sm_scale = 1 / math.sqrt(D)
     scales = (N, sm_scale * LOG2E, sm_scale)
     bm, bn, stages = DKDV_TILES
     descs = [_descriptor(t, bm if i in (0, 3) else bn) for i, t in enumerate(flat[:4])]  # q, dO by bm; k, v by bn
     out = [_descriptor(t, bn) for t in flat[5:]]
-    kw = dict(CAUSAL=bool(causal), STAGES=stages, num_warps=NUM_WARPS)
+    kw = dict(CAUSAL=bool(causal), STAGES=stages, num_warps=NUM_WARPS, ORDER_GROUP=group)
     if dkdv_ws:
         kw.update(LOADER_REGS=LOADER_REGS, maxnreg=COMPUTE_MAXNREG)
-    dkdv = (dkdv_ws_kernel if dkdv_ws else dkdv_kernel, (N // bn, B * H), (*descs, *out, lse, delta, *scales), kw)
+    dkdv = (dkdv_ws_kernel if dkdv_ws else dkdv_kernel, grid(N // bn), (*descs, *out, lse, delta, *scales), kw)
     qm, qn, qstages = DQ_TILES
     qdescs = [_descriptor(t, qm if i in (0, 3) else qn) for i, t in enumerate(flat[:4])]
-    kw = dict(CAUSAL=bool(causal), STAGES=qstages, num_warps=NUM_WARPS)
+    kw = dict(CAUSAL=bool(causal), STAGES=qstages, num_warps=NUM_WARPS, ORDER_GROUP=group)
     if dq_ws:
         kw.update(LOADER_REGS=LOADER_REGS, maxnreg=COMPUTE_MAXNREG)
-    dqp = (dq_ws_kernel if dq_ws else dq_kernel, (N // qm, B * H), (*qdescs, _descriptor(flat[4], qm), lse, delta,
+    dqp = (dq_ws_kernel if dq_ws else dq_kernel, grid(N // qm), (*qdescs, _descriptor(flat[4], qm), lse, delta,
                                                                  *scales), kw)
     return [dkdv, dqp]
 
@@ -515,11 +551,13 @@ def unsupported(q, k, v, o, lse, do) -> str | None:
     return None
 
 
-def attention_backward(q, k, v, o, lse, do, causal: bool = False, ws=None, compiled: list | None = None):
+def attention_backward(q, k, v, o, lse, do, causal: bool = False, ws=None, compiled: list | None = None,
+                       causal_group: int | None = None):
     """(dQ, dK, dV) as `attention_backward.attention_backward` returns them (lse: natural-log row LSE, float32),
     for the inputs `unsupported` accepts (ValueError with its sentence otherwise). `ws`: which passes run
     warp-specialised (`_passes_ws`; None: `WARP_SPECIALISED`). `compiled`: a list to append the two launched
-    kernels to (their `n_regs`, `n_spills`, `metadata.shared`)."""
+    kernels to (their `n_regs`, `n_spills`, `metadata.shared`). `causal_group`: the causal CTAs' order
+    (None: `CAUSAL_GROUP_HEADS`)."""
     why = unsupported(q, k, v, o, lse, do)
     if why:
         raise ValueError(why)
@@ -528,7 +566,7 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, ws=None, compi
     delta = torch.empty((B, H, N), dtype=torch.float32, device=q.device)
     ab.delta_kernel[(triton.cdiv(N, 64), B * H)](o, do, delta, None, H, N, *o.stride()[:3], *do.stride()[:3], D=D,
                                                  BLOCK_M=64)
-    for kernel, grid, args, kwargs in _launches(q, k, v, do, dq, dk, dv, lse, delta, causal, ws):
+    for kernel, grid, args, kwargs in _launches(q, k, v, do, dq, dk, dv, lse, delta, causal, ws, causal_group):
         handle = kernel[grid](*args, **kwargs)
         if compiled is not None:
             compiled.append(handle)
@@ -540,7 +578,8 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, ws=None, compi
 # -------------------------------------------------------------------------------------------------
 
 
-def compile_for_hopper(D: int = 128, causal: bool = False, ws=None, dtype=torch.bfloat16) -> list[dict]:
+def compile_for_hopper(D: int = 128, causal: bool = False, ws=None, dtype=torch.bfloat16,
+                       causal_group: int | None = None) -> list[dict]:
     """Both passes compiled for an H100/H200 (sm_90) on any machine, as a launch with these arguments would
     compile them (`gpucompile.compile_launch`): one dict per kernel, `CompiledInfo.as_dict()` (ok, error,
     registers, spills, shared_bytes, wgmma, ...) and `setmaxnreg`, the register counts the warp-specialised
@@ -552,7 +591,7 @@ def compile_for_hopper(D: int = 128, causal: bool = False, ws=None, dtype=torch.
     q, k, v, do, dq, dk, dv = (torch.empty((B, H, N, D), dtype=dtype) for _ in range(7))
     lse, delta = (torch.empty((B, H, N), dtype=torch.float32) for _ in range(2))
     rows = []
-    for kernel, _grid, args, kwargs in _launches(q, k, v, do, dq, dk, dv, lse, delta, causal, ws):
+    for kernel, _grid, args, kwargs in _launches(q, k, v, do, dq, dk, dv, lse, delta, causal, ws, causal_group):
         info = gpucompile.compile_launch(kernel, args, kwargs)
         rows.append({**info.as_dict(), "D": D, "causal": causal, "setmaxnreg": sorted(
             {f"{m.group(1)} {m.group(2)}" for m in re.finditer(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)",
