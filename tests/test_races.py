@@ -143,3 +143,13 @@ def test_a_refusal_the_code_catches_stays_on_the_recording():
         except races.RaceBetweenPrograms:
             pass
     assert [type(e) for e in rec.refused] == [races.RaceBetweenPrograms]
+
+
+def test_a_log_switched_off_while_the_launch_runs_is_refused():
+    """The grid callable is the learner's code and runs inside the launch, after the log is made."""
+    def grid(meta):
+        counters._state.races = None
+        return (PROGRAMS,)
+
+    said = _graded(lambda: plain_add[grid](x, torch.zeros(1), n, BLOCK=64))
+    assert said is not None and "log of this launch's accesses was replaced while it ran" in said

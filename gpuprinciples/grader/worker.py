@@ -45,7 +45,7 @@ import torch  # noqa: E402
 from ..course.catalog import get as get_exercise  # noqa: E402
 from ..course.kit import cached_inputs  # noqa: E402
 from ..machine import runtime  # noqa: E402
-from ..measure import counters, observe, placement, timing  # noqa: E402
+from ..measure import bounds, counters, observe, placement, races, timing  # noqa: E402
 from ..sandbox import channel, forkserver, processes  # noqa: E402
 from ..sandbox.channel import CaseResult, CompileResult, Job, LoadError, Ready, TimingResult  # noqa: E402
 from ..toolchain import compat, compiling, gpucompile, interpreter, selftest  # noqa: E402
@@ -64,6 +64,9 @@ WATCHED = {  # namespaces whose attributes learner code must not replace
     "gpuprinciples.measure.counters": counters,
     "gpuprinciples.measure.placement": placement,  # where a GPU would keep each tensor (the interpreter's launches)
     "gpuprinciples.measure.placement.HostTensors": placement.HostTensors,
+    "gpuprinciples.measure.bounds": bounds,  # the interpreter's checks of every access and of races between programs
+    "gpuprinciples.measure.races": races,
+    "gpuprinciples.measure.races.Log": races.Log,
     "gpuprinciples.sandbox.channel": channel,
     "gpuprinciples.measure.timing": timing,
     "gpuprinciples.machine.runtime": runtime,

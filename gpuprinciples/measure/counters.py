@@ -567,7 +567,7 @@ def _install_interpreter_hooks() -> None:
         _state.in_triton += 1  # the interpreter copies tensors with PyTorch ops: not the learner's
         _state.bounds = extents = bounds.extents({**dict(zip(self.arg_names, args)), **kwargs})
         _state.kernel = getattr(self.fn, "__name__", "kernel")
-        _state.races = races.Log() if any(rec.check_races for rec in _state.stack) else None
+        _state.races = log = races.Log() if any(rec.check_races for rec in _state.stack) else None
         try:
             ran = grid_call(self, *args, **kwargs)
         except Exception as exc:
@@ -582,9 +582,13 @@ def _install_interpreter_hooks() -> None:
                 raise gpucompile.GPUCompileError(compiled.error) from exc
             raise
         else:
-            if _state.races is not None:  # the programs ran one after another: would they race on a GPU?
+            if log is not None:  # the programs ran one after another: would they race on a GPU?
                 try:
-                    races.check(_state.races, _state.kernel, extents)
+                    if _state.races is not log:  # code the launch ran (a grid callable, a hook) switched it off
+                        raise races.RaceBetweenPrograms(
+                            f"kernel `{_state.kernel}`: the grader's log of this launch's accesses was replaced while "
+                            "it ran (gpuprinciples.measure.counters); a kernel is graded with it on")
+                    races.check(log, _state.kernel, extents)
                 except races.RaceBetweenPrograms as race:
                     _refused(race)
                     raise
