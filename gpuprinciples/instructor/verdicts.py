@@ -120,7 +120,8 @@ def main(argv=None) -> int:
     entries = fixtures()
     kept = {}
     if args.only:
-        unknown = set(args.only) - {path for path, _, _ in entries}
+        compared = {path for path, _, _ in entries}
+        unknown = set(args.only) - compared
         if unknown:
             parser.error(f"not a compared fixture: {', '.join(sorted(unknown))}")
         entries = [entry for entry in entries if entry[0] in args.only]
@@ -128,9 +129,8 @@ def main(argv=None) -> int:
             recorded = json.loads(Path(args.write).read_text())
             if recorded.get("mode") != runtime.MODE or recorded.get("seed") != SEED:
                 parser.error(f"{args.write} was recorded on another machine or seed: record every fixture")
-            current = {path for path, _, _ in fixtures()}
             kept = {path: lines for path, lines in recorded["fixtures"].items()
-                    if path in current and path not in args.only}
+                    if path in compared and path not in args.only}
     graded = {**kept, **grade_all(entries, args.workers)}
     payload = {"mode": runtime.MODE, "seed": SEED, "fixtures": graded}
     text = json.dumps(payload, indent=1, sort_keys=True) + "\n"

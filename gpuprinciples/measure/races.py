@@ -35,7 +35,7 @@ class Log:
     """Every access of every program of one launch, in the order the interpreter ran them."""
 
     def __init__(self):
-        self.events: list[tuple[int, tuple, int, np.ndarray, int, np.ndarray | None]] = []
+        self.events: list[tuple[int, tuple, np.ndarray, int, np.ndarray | None]] = []  # the order they ran in
         self.lanes = 0
         self.too_many = False  # past _MOST_LANES: nothing more is logged and the launch is not checked
 
@@ -50,7 +50,7 @@ class Log:
             if kind == STORE and stored is not None and itemsize in (1, 2, 4, 8) and stored.shape == (addresses.size,
                                                                                                      itemsize):
                 values = np.ascontiguousarray(stored).view(f"<u{itemsize}").reshape(-1).astype(np.uint64)
-            self.events.append((kind, program, len(self.events), addresses.astype(np.int64), itemsize, values))
+            self.events.append((kind, program, addresses.astype(np.int64), itemsize, values))
 
 
 def check(log: Log, kernel: str, extents: list[tuple[int, int, str]] | None) -> None:
@@ -77,16 +77,16 @@ def check(log: Log, kernel: str, extents: list[tuple[int, int, str]] | None) -> 
 
 def _first_race(log: Log):
     kinds = np.array([e[0] for e in log.events], dtype=np.int8)
-    sizes = np.array([e[3].size for e in log.events])
+    sizes = np.array([e[2].size for e in log.events])
     programs = sorted({e[1] for e in log.events})
     rank = {p: i for i, p in enumerate(programs)}
-    addr = np.concatenate([e[3] for e in log.events])
+    addr = np.concatenate([e[2] for e in log.events])
     kind = np.repeat(kinds, sizes)
     when = np.repeat(np.arange(len(log.events)), sizes)
     who = np.repeat(np.array([rank[e[1]] for e in log.events]), sizes)
-    item = np.repeat(np.array([e[4] for e in log.events]), sizes)
-    value = np.concatenate([e[5] if e[5] is not None else np.zeros(e[3].size, np.uint64) for e in log.events])
-    known = np.repeat(np.array([e[5] is not None for e in log.events]), sizes)
+    item = np.repeat(np.array([e[3] for e in log.events]), sizes)
+    value = np.concatenate([e[4] if e[4] is not None else np.zeros(e[2].size, np.uint64) for e in log.events])
+    known = np.repeat(np.array([e[4] is not None for e in log.events]), sizes)
     atomic_at = {"addr": addr[kind == ATOMIC], "who": who[kind == ATOMIC], "when": when[kind == ATOMIC]}
 
     # only addresses a plain store touches, or an atomic and a plain load both: nothing else can race
