@@ -134,6 +134,16 @@ def test_compiles_are_cached_per_signature():
     assert again is first and other is not first and other.key != first.key
 
 
+def test_each_compile_not_in_the_cache_is_told_with_its_seconds(monkeypatch):
+    """The grader's worker listens, so that its sandbox does not count the grader's compiling as the learner's time."""
+    heard = []
+    monkeypatch.setattr(gpucompile, "_listener", [heard.append])
+    x, y = _tensors()
+    gpucompile.compile_launch(cos_kernel, (x, y, 100), {"BLOCK": 32})
+    gpucompile.compile_launch(cos_kernel, (x, y, 77), {"BLOCK": 32})  # the same signature: cached, not told
+    assert len(heard) == 1 and heard[0] > 0
+
+
 def test_a_kernel_beyond_hopper_shared_memory_is_refused():
     # a 256×256 by 256×256 bf16 tile product: both tiles in shared memory are 256 KiB, over 227 KiB
     info = gpucompile.compile_kernel(lk.tile_matmul, {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*fp32"},

@@ -12,6 +12,7 @@ import pytest
 from gpuprinciples.grader.grading import grade
 from gpuprinciples.grader.report import PASSED
 from gpuprinciples.sandbox import processes
+from gpuprinciples.sandbox.child import CREDIT_LIMITS, Sandbox
 from gpuprinciples.sandbox.forkserver import ForkServer
 
 COS = "fusion.cos_cos"
@@ -109,3 +110,28 @@ def test_torch_compile_in_a_child_compiles_in_the_child_itself(submission, monke
     assert report.status == PASSED and "compile threads 1" in report.output
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "4")
     assert processes.child_environment()["TORCHINDUCTOR_COMPILE_THREADS"] == "4"
+
+
+def test_the_graders_own_compiling_is_not_the_learners_time(submission, monkeypatch, tmp_path):
+    """Each compile for the GPU the worker does in a check (cold here: an empty Triton cache) reaches the sandbox as
+    seconds added to the deadline."""
+    credited = []
+    real = Sandbox._credit
+    monkeypatch.setattr(Sandbox, "_credit", lambda self, seconds: (credited.append(seconds), real(self, seconds)))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    report = grade(COS, submission("sandbox/parent_pid.py", "cos_cos"))
+    assert report.status == PASSED, report.reasons
+    assert credited and all(s > 0 for s in credited)
+
+
+def test_a_forged_progress_message_buys_a_few_limits_at_most(submission, monkeypatch):
+    """Learner code can send the worker's Progress message too: it moves the deadline by CREDIT_LIMITS limits at most,
+    so a sleep past the limit but inside that is let through, and the limit still ends a hang."""
+    monkeypatch.setenv("GP_SANDBOX_SLEEP", "15")
+    report = grade(COS, submission("sandbox/forges_progress.py", "cos_cos"), timeout=10)
+    assert report.status == PASSED, report.reasons
+    box = Sandbox(limit=10)
+    box.deadline = 0.0
+    for seconds in (1e9, float("nan"), -5.0, 7.0):
+        box._credit(seconds)
+    assert box.credited == box.deadline == CREDIT_LIMITS * 10

@@ -31,6 +31,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 import time
 import traceback
 import warnings
@@ -47,7 +48,7 @@ from ..course.kit import cached_inputs  # noqa: E402
 from ..machine import runtime  # noqa: E402
 from ..measure import bounds, counters, observe, placement, races, timing  # noqa: E402
 from ..sandbox import channel, forkserver, processes  # noqa: E402
-from ..sandbox.channel import CaseResult, CompileResult, Job, LoadError, Ready, TimingResult  # noqa: E402
+from ..sandbox.channel import CaseResult, CompileResult, Job, LoadError, Progress, Ready, TimingResult  # noqa: E402
 from ..toolchain import compat, compiling, gpucompile, interpreter, selftest  # noqa: E402
 from . import compilepass, judge  # noqa: E402
 
@@ -461,6 +462,15 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
     # what the rest calls, bound before learner code can replace the module-level names
     send, receive, tampered, run_one, time_one = channel.send_data, channel.recv_command, _tampered, run_case, time_case
     end_all, exit_now = processes.end_descendants, os._exit
+    sending = threading.Lock()  # one frame at a time: a learner's thread may compile while a reply goes out
+
+    def compiled_for_gpu(seconds: float) -> None:
+        """The grader compiled a launch for the GPU: its seconds are not the learner's (sandbox/child.py)."""
+        if seconds >= 0.1:
+            with sending:
+                send(out_fd, Progress(grader_s=seconds).to_wire())
+
+    gpucompile.listen_to_compiles(compiled_for_gpu)
 
     def reply(message: channel.Message) -> None:
         """Send one reply, with the nonce the grader queued behind its request: read only now."""
@@ -472,7 +482,8 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
         wire = message.to_wire()
         token = receive(in_fd)
         wire["nonce"] = token.get("nonce") if isinstance(token, dict) and token.get("cmd") == "nonce" else None
-        send(out_fd, wire)
+        with sending:
+            send(out_fd, wire)
 
     def finish() -> None:
         for stream in (sys.stdout, sys.stderr):

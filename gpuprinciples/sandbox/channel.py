@@ -10,7 +10,8 @@ the other way as pickles (the grader trusts itself).
     grader -> child   Job, then per request: a command dict ({"cmd": "case" | "time" | "compile" | "exit"}) and a
                       nonce ({"cmd": "nonce"}), which the child reads only once its reply is ready
     child  -> grader  Ready | LoadError, then one CaseResult per case, one TimingResult per timing, one
-                      CompileResult for the compile pass (a CPU compiling the GPU's cases)
+                      CompileResult for the compile pass (a CPU compiling the GPU's cases); between them, any
+                      number of Progress (no nonce): seconds the grader's own compiling took
 """
 
 from __future__ import annotations
@@ -203,7 +204,18 @@ class CompileResult(Message):
     tampered: list = field(default_factory=list)
 
 
-REPLIES: dict[str, type[Message]] = {m.EVENT: m for m in (Ready, LoadError, CaseResult, TimingResult, CompileResult)}
+@dataclass
+class Progress(Message):
+    """Child -> grader, at any time, without a nonce: the grader's own work in the child (compiling a launch for the
+    GPU) took `grader_s` seconds, which the sandbox does not count against the learner's time limit. Learner code
+    could send one too: it gains a few more limits at most (child.py's CREDIT_LIMITS), never a verdict."""
+
+    EVENT: typing.ClassVar[str] = "progress"
+    grader_s: float = 0.0
+
+
+REPLIES: dict[str, type[Message]] = {
+    m.EVENT: m for m in (Ready, LoadError, CaseResult, TimingResult, CompileResult, Progress)}
 
 
 def _fits(value, hint) -> bool:
