@@ -464,9 +464,12 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
     end_all, exit_now = processes.end_descendants, os._exit
     sending = threading.Lock()  # one frame at a time: a learner's thread may compile while a reply goes out
 
+    worker_pid = os.getpid()
+
     def compiled_for_gpu(seconds: float) -> None:
-        """The grader compiled a launch for the GPU: its seconds are not the learner's (sandbox/child.py)."""
-        if seconds >= 0.1:
+        """The grader compiled a launch for the GPU: its seconds are not the learner's (sandbox/child.py). Not from
+        a distributed exercise's ranks: forked from this process, without its pipes."""
+        if seconds >= 0.1 and os.getpid() == worker_pid:
             with sending:
                 send(out_fd, Progress(grader_s=seconds).to_wire())
 
