@@ -215,14 +215,15 @@ def test_the_gluon_backward_compiles_for_hopper(causal):
 
 @pytest.mark.parametrize("ws", [(True, True), (False, False)])
 def test_the_gluon_backward_s_causal_order_compiles_for_hopper(ws):
-    """The causal passes on one program axis, the longest CTAs of 8 heads first (`causal_group`, off by default
-    until a GPU times it): both forms of both passes still compile to wgmma kernels for sm_90."""
+    """Causal, both orders of the CTAs: one program axis with the longest CTAs of 8 heads first (the default,
+    `CAUSAL_GROUP_HEADS`) and the 2-D grid (`causal_group=0`): both forms of both passes compile to wgmma kernels for
+    sm_90."""
     from gpuprinciples.course.kernels import attention_backward_gluon as gluon
-    assert gluon.CAUSAL_GROUP_HEADS == 0  # the measured order stays the default until the new one is timed
-    rows = gluon.compile_for_hopper(128, True, ws=ws, causal_group=8)
-    assert [r["kernel"] for r in rows] == [("dkdv_ws_kernel" if ws[0] else "dkdv_kernel"),
-                                           ("dq_ws_kernel" if ws[1] else "dq_kernel")]
-    assert all(r["ok"] and r["wgmma"] for r in rows), [r.get("error") for r in rows]
+    for group in (None, 0):
+        rows = gluon.compile_for_hopper(128, True, ws=ws, causal_group=group)
+        assert [r["kernel"] for r in rows] == [("dkdv_ws_kernel" if ws[0] else "dkdv_kernel"),
+                                               ("dq_ws_kernel" if ws[1] else "dq_kernel")]
+        assert all(r["ok"] and r["wgmma"] for r in rows), (group, [r.get("error") for r in rows])
 
 
 @pytest.mark.skipif(not runtime.INTERPRETER, reason="the interpreter's stand-ins exist under the interpreter only")

@@ -6,7 +6,8 @@ backward, float64 autograd, and SDPA's FlashAttention and cuDNN backwards.
     PYTHONPATH=. python tools/check_gluon_backward.py --compile-only      # any machine: the sm_90 compile alone
 
 Variants (`VARIANTS`): which passes are warp-specialised (ws, plain, ws+plain, plain+ws, default) and the causal
-CTAs' order (per-head, grouped).
+CTAs' order (grid: the 2-D grid, head by head; per-head: the same order on one axis; grouped: longest first across 8
+heads).
 
 1. Every Gluon kernel (dK/dV and dQ; warp-specialised and plain; causal and not; D 128 and 64) is compiled for
    sm_90 (`compile_for_hopper`: no GPU needed) and its registers, spills, shared memory and setmaxnreg printed.
@@ -152,8 +153,8 @@ def distances(got, want) -> list[float]:
 # specialised; `causal_group`, the causal CTAs' order (1: head by head on one program axis, the 2-D grid's order;
 # 8: the longest CTAs of 8 heads first); the rest as the package's defaults
 VARIANTS = {"ws": {"ws": (True, True)}, "plain": {"ws": (False, False)}, "ws+plain": {"ws": (True, False)},
-            "plain+ws": {"ws": (False, True)}, "default": {}, "per-head": {"causal_group": 1},
-            "grouped": {"causal_group": 8}}
+            "plain+ws": {"ws": (False, True)}, "default": {}, "grid": {"causal_group": 0},
+            "per-head": {"causal_group": 1}, "grouped": {"causal_group": 8}}
 
 
 def cases(variant: str, shapes, budget: float, reserve: float, what: str):
