@@ -463,7 +463,6 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
     send, receive, tampered, run_one, time_one = channel.send_data, channel.recv_command, _tampered, run_case, time_case
     end_all, exit_now = processes.end_descendants, os._exit
     sending = threading.Lock()  # one frame at a time: a learner's thread may compile while a reply goes out
-
     worker_pid = os.getpid()
 
     def compiled_for_gpu(seconds: float) -> None:
