@@ -2,8 +2,8 @@
 
 Lesson 12's "how far it goes": the exercise's bar is the Triton kernel; this one is timed beside it by
 `gpuprinciples bench` on a Hopper GPU. `tools/check_gluon_backward.py` checks it against float64 autograd and times
-it (docs/flash-backward-h200.md, run 4: on the H200, 0.80× cuDNN's backward not causal and 0.78× causal, 1.57× and
-1.48× SDPA FlashAttention's, where the Triton backward reaches 0.73× and 0.72× cuDNN's). It does
+it (docs/flash-backward-h200.md, run 6: on the H200, 0.81× cuDNN's backward not causal and causal, 1.57× and
+1.52× SDPA FlashAttention's, where the Triton backward reaches 0.73× and 0.72× cuDNN's). It does
 not run under the interpreter (Gluon has none): a CPU compiles it for sm_90 (`compile_for_hopper`, the tests).
 
 Why Gluon. The package's Triton backward (`attention_backward.py`) reaches about 400 TFLOP/s on an H200, 0.73-0.77×
