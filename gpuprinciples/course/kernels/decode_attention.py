@@ -38,21 +38,32 @@ LOG2E = 1.4426950408889634
 def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
                     sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh, spb, sph, sps, slb, slh,
                     G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
-                    SINGLE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr = False):
+                    SINGLE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr = False,
+                    DESCRIPTORS: tl.constexpr = True):
     if PDL:  # launched early (decode_step.pdl): q and this step's key come from the kernel before
         tl.extra.cuda.gdc_wait()
     b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
                                                                               G, BLOCK_G, D)
-    k_desc = tl.make_tensor_descriptor(K + b * skb + hkv * skh, shape=[seq_len, D], strides=[sks, 1],
-                                       block_shape=[BLOCK_N, D])
-    v_desc = tl.make_tensor_descriptor(V + b * svb + hkv * svh, shape=[seq_len, D], strides=[svs, 1],
-                                       block_shape=[BLOCK_N, D])
+    if DESCRIPTORS:
+        k_desc = tl.make_tensor_descriptor(K + b * skb + hkv * skh, shape=[seq_len, D], strides=[sks, 1],
+                                           block_shape=[BLOCK_N, D])
+        v_desc = tl.make_tensor_descriptor(V + b * svb + hkv * svh, shape=[seq_len, D], strides=[svs, 1],
+                                           block_shape=[BLOCK_N, D])
+    else:  # plain loads: no descriptor to build on the device, which a short split may not amortise
+        offs_n = tl.arange(0, BLOCK_N)
+        k_rows = K + b * skb + hkv * skh + offs_n[:, None] * sks + offs_d[None, :]
+        v_rows = V + b * svb + hkv * svh + offs_n[:, None] * svs + offs_d[None, :]
     m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
     for n in range(start, end, BLOCK_N):
-        k = k_desc.load([n, 0])  # rows past seq_len: zeros, never read from memory
-        v = v_desc.load([n, 0])
+        if DESCRIPTORS:
+            k = k_desc.load([n, 0])  # rows past seq_len: zeros, never read from memory
+            v = v_desc.load([n, 0])
+        else:
+            live = (n + offs_n < end)[:, None]
+            k = tl.load(k_rows + n * sks, mask=live, other=0.0)
+            v = tl.load(v_rows + n * svs, mask=live, other=0.0)
         m_i, l_i, acc = attend(q, k, v, n + tl.arange(0, BLOCK_N) < end, m_i, l_i, acc, qk_scale, PRECISION)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()
@@ -142,6 +153,8 @@ CPU_PLAN = {"block_n": 64, "chunk": 128, "num_warps": 4, "num_stages": 1}
 # floor(GPU_WAVES · SMs / (B · Hkv)) splits, each at least GPU_MIN_BLOCKS tiles long: 8 at the long context (259 µs;
 # 9 took 266, 16 267), one at batch 64 × 1024 positions (48 µs, where two took 54-57).
 GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 4, 64
+# K and V tiles through tensor descriptors (True) or plain pointer loads (tools/tune_decode.py item 13 times both).
+DESCRIPTORS = True
 
 
 def gpu_stages(head_dim: int) -> int:
@@ -220,7 +233,8 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
         q.stride(0), q.stride(1), *strides, out.stride(0), out.stride(1), *o_part.stride()[:3], *lse_part.stride()[:2],
         *after, G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), D=D, BLOCK_N=cfg["block_n"], SINGLE=splits == 1,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"], **options)
+        num_stages=cfg["num_stages"], **options,
+        **({"DESCRIPTORS": False} if kernel is split_kv_kernel and not DESCRIPTORS else {}))
     if splits > 1:
         merge_splits_kernel[(B * Hq,)](o_part, lse_part, seq_lens, out, Hq, cfg["chunk"], *o_part.stride()[:3],
                                        *lse_part.stride()[:2], out.stride(0), out.stride(1), D=D,
