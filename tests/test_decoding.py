@@ -1,5 +1,6 @@
 """Lesson 10 (decoding): the kernels, the model, the exercises' data and judges, and the package's solutions."""
 
+import types
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -55,19 +56,21 @@ def random_cache(gen, B, Hq, Hkv, S, D):
 
 @pytest.mark.parametrize("B,Hq,Hkv,S,D,splits", [(1, 1, 1, 1, 32, None), (3, 8, 2, 150, 32, None), (2, 6, 2, 77, 64, 1),
                                                  (2, 8, 1, 200, 32, 7), (1, 4, 4, 33, 128, None)])
-def test_decode_attention_matches_float64(B, Hq, Hkv, S, D, splits):
+@pytest.mark.parametrize("descriptors", [True, False])
+def test_decode_attention_matches_float64(B, Hq, Hkv, S, D, splits, descriptors):
     q, k, v, lens = random_cache(torch.Generator().manual_seed(S), B, Hq, Hkv, S, D)
-    got = decode_attention(q, k, v, lens, splits=splits)
+    got = decode_attention(q, k, v, lens, splits=splits, descriptors=descriptors)
     want = decoding.attention_reference(q, k, v, lens)
     assert got.dtype == q.dtype and (got.double() - want).abs().max() < TOL
 
 
-def test_decode_attention_reads_each_live_element_once_and_nothing_else():
+@pytest.mark.parametrize("descriptors", [True, False])
+def test_decode_attention_reads_each_live_element_once_and_nothing_else(descriptors):
     if not runtime.INTERPRETER:
         pytest.skip("loads are counted under the interpreter only")
     q, k, v, lens = random_cache(torch.Generator().manual_seed(5), 3, 8, 2, 150, 32)
     with counters.record(trace=True) as rec:
-        decode_attention(q, k, v, lens, splits=4)
+        decode_attention(q, k, v, lens, splits=4, descriptors=descriptors)
     live = decoding._live_positions((q, k, v, lens)).flatten()
     for cache in (k, v):
         loads = torch.from_numpy(counters.load_counts(rec, cache))
@@ -84,15 +87,29 @@ def test_the_split_plan_comes_from_shapes_and_no_tile_straddles_splits():
 
 
 def test_the_gpu_split_rule_rounds_down_and_fills_the_gpu_once_the_batch_does():
-    """The H200's figures (132 SMs): 8 splits at the long context, 1 at batch 64 with 1024 positions, 16 at
-    LLAMA_1B's batch 1 with 4096 (each split ≥ 4 tiles); 2 stages at D = 128, 3 at D = 64."""
+    """The H200's figures (132 SMs): 8 splits at the long context, 1 at batch 64 with 1024 positions, 32 at
+    LLAMA_1B's batch 1 with 4096 (each split ≥ 2 tiles); 2 stages at D = 128, 3 at D = 64."""
     assert split_count(8, 8, 32768 // 64, 132) == 8
     assert split_count(64, 8, 1024 // 64, 132) == 1
     assert split_count(128, 8, 1024 // 64, 132) == 1
-    assert split_count(1, 8, 4096 // 64, 132) == 16
+    assert split_count(1, 8, 4096 // 64, 132) == 32
     assert split_count(1, 1, 10_000, 132) == 64  # at most GPU_MAX_SPLITS
     assert split_count(2, 8, 3, 132) == 1  # a short cache: one split
     assert (gpu_stages(128), gpu_stages(64)) == (2, 3)
+
+
+def test_short_splits_load_plainly_and_long_ones_through_descriptors(monkeypatch):
+    """On a GPU a split of fewer than DESCRIPTOR_MIN_TILES tiles loads K and V with plain loads (a descriptor built on
+    the device costs more than it saves there); the long context's splits, and every CPU plan, use descriptors."""
+    module = decode_attention_module
+    monkeypatch.setattr(module, "_sm_count", lambda device: 132)
+    gpu = types.SimpleNamespace(is_cuda=True, device=None)
+    long = plan(types.SimpleNamespace(shape=(8, 32, 128), **vars(gpu)), 8, 32768)
+    short = plan(types.SimpleNamespace(shape=(1, 32, 64), **vars(gpu)), 8, 5120)
+    assert long["chunk"] // long["block_n"] >= module.DESCRIPTOR_MIN_TILES and long["descriptors"]
+    assert short["chunk"] // short["block_n"] < module.DESCRIPTOR_MIN_TILES and not short["descriptors"]
+    assert plan(torch.zeros(1, 32, 64), 8, 5120)["descriptors"]
+    assert not plan(types.SimpleNamespace(shape=(8, 32, 128), **vars(gpu)), 8, 32768, descriptors=False)["descriptors"]
 
 
 @pytest.mark.parametrize("page", [8, 16, 64])

@@ -43,12 +43,10 @@ remaining items are skipped and say so):
    times PDL: LLAMA_1B and LLAMA_8B graphed at batch 1 and 4096 positions, off, on, off, on, with PDL on;
 12. the step's attention in five forms, timed in turns: three launches, and rope_attention with its first K/V tile
    loaded before or after its PDL wait, the splits merged by its last program or by decode_attention's merge kernel;
-13. the step's memory traffic, timed in turns: decode attention's K/V through tensor descriptors (the default) or
-   plain loads; each layer's K/V cache prefetched into L2 (evict_last) by the q/k/v product before it or by the
-   layer before's down product (`decode_step.PREFETCH_KV`), the weights loaded evict_first or not;
-14. decode attention's plan inside the step, with plain K/V loads: splits at least 4, 2 or 1 tiles long, 32- or
-   64-key tiles, stages and warps, timed in turns against the default;
-15. decode attention alone, K/V through tensor descriptors or plain loads: the long context (the exercise's timed
+13. decode attention's plan inside the graphed step (LLAMA_1B, LLAMA_8B, batch 1, 4096 positions), timed in turns:
+   K/V through tensor descriptors always (before) or plain loads for splits under `DESCRIPTOR_MIN_TILES` tiles,
+   splits at least 4 or 2 tiles long, 4 stages;
+14. decode attention alone, K/V through tensor descriptors or plain loads: the long context (the exercise's timed
    case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
@@ -841,39 +839,12 @@ def attention_forms():
 
 
 @contextlib.contextmanager
-def memory_form(descriptors: bool, prefetch: str | None, eviction: str):
-    """The step with decode attention's loads, the cache prefetch and the weights' eviction policy set."""
-    saved = dk.DESCRIPTORS
-    dk.DESCRIPTORS = descriptors
-    try:
-        with ds.switched("PREFETCH_KV", prefetch), ds.switched("WEIGHT_EVICTION", eviction):
-            yield
-    finally:
-        dk.DESCRIPTORS = saved
-
-
-MEMORY_FORMS = {  # name -> memory_form's arguments
-    "the default (descriptors, no prefetch)": (True, None, ""),
-    "plain K/V loads": (False, None, ""),
-    "cache prefetched by the q/k/v product": (True, "wqkv", ""),
-    "cache prefetched by the layer before's down product": (True, "w2", ""),
-    "prefetched by the down product, weights evict_first": (True, "w2", "evict_first"),
-    "plain loads, prefetched by the down product, evict_first": (False, "w2", "evict_first"),
-}
-
-
-@item
-def memory_forms():
-    """13. the step's memory traffic: plain K/V loads, the cache prefetched into L2, weights evict_first"""
-    return step_variants({name: (lambda form=form: memory_form(*form)) for name, form in MEMORY_FORMS.items()})
-
-
-@contextlib.contextmanager
-def attention_plan(descriptors: bool, least: int, block_n: int, stages: int | None, warps: int):
-    """Decode attention's GPU plan: K/V loads, splits at least `least` tiles, tiles, stages (None: the rule's)."""
-    names = ("DESCRIPTORS", "GPU_MIN_BLOCKS", "GPU_BLOCK_N", "GPU_WARPS", "gpu_stages")
+def attention_plan(descriptor_min_tiles: int, least: int, stages: int | None):
+    """Decode attention's GPU plan: descriptors from splits of `descriptor_min_tiles` tiles (0: always), splits
+    at least `least` tiles, `stages` (None: the rule's)."""
+    names = ("DESCRIPTOR_MIN_TILES", "GPU_MIN_BLOCKS", "gpu_stages")
     saved = [getattr(dk, name) for name in names]
-    dk.DESCRIPTORS, dk.GPU_MIN_BLOCKS, dk.GPU_BLOCK_N, dk.GPU_WARPS = descriptors, least, block_n, warps
+    dk.DESCRIPTOR_MIN_TILES, dk.GPU_MIN_BLOCKS = descriptor_min_tiles, least
     if stages:
         dk.gpu_stages = lambda head_dim: stages
     try:
@@ -884,34 +855,22 @@ def attention_plan(descriptors: bool, least: int, block_n: int, stages: int | No
 
 
 ATTENTION_PLANS = {  # name -> attention_plan's arguments
-    "the default (descriptors, splits >= 4 tiles of 64)": (True, 4, 64, None, 4),
-    "plain loads": (False, 4, 64, None, 4),
-    "plain loads, splits >= 2 tiles": (False, 2, 64, None, 4),
-    "plain loads, splits >= 1 tile": (False, 1, 64, None, 4),
-    "plain loads, 32-key tiles, splits >= 4": (False, 4, 32, None, 4),
-    "plain loads, 32-key tiles, splits >= 2": (False, 2, 32, None, 4),
-    "plain loads, 4 stages": (False, 4, 64, 4, 4),
-    "plain loads, 2 stages": (False, 4, 64, 2, 4),
-    "plain loads, 8 warps": (False, 4, 64, None, 8),
+    "descriptors always, splits >= 4 tiles (before)": (0, 4, None),
+    "plain loads below 16 tiles a split, splits >= 4 tiles": (16, 4, None),
+    "plain loads below 16 tiles a split, splits >= 2 tiles": (16, 2, None),
+    "plain loads below 16 tiles, splits >= 2 tiles, 4 stages": (16, 2, 4),
 }
 
 
 @item
 def attention_plans():
-    """14. decode attention's plan in the step, plain K/V loads: split length, tiles, stages, warps"""
+    """13. decode attention's plan in the step: descriptors or plain loads, split length, stages"""
     return step_variants({name: (lambda plan=plan: attention_plan(*plan)) for name, plan in ATTENTION_PLANS.items()})
-
-
-def with_loads(descriptors: bool):
-    def run(*args):
-        with attention_plan(descriptors, dk.GPU_MIN_BLOCKS, dk.GPU_BLOCK_N, None, dk.GPU_WARPS):
-            return dk.decode_attention(*args)
-    return run
 
 
 @item
 def attention_loads():
-    """15. decode attention alone: tensor descriptors against plain loads, long context and batch 1"""
+    """14. decode attention alone: tensor descriptors against plain loads, long context and batch 1"""
     out = {}
     long = sizes(ex.LONG_CONTEXT, {"B": 2, "Hq": 8, "Hkv": 2, "S": 300, "D": 64})
     cases = {"long context": long, **{f"batch 1, D {d}": {"B": 1, "Hq": 32, "Hkv": 8, "S": sizes(4096, 256), "D": d}
@@ -919,7 +878,9 @@ def attention_loads():
     for label, c in cases.items():
         args = attention_args(c["B"], c["Hq"], c["Hkv"], c["S"], c["D"])
         least = ex.decode_min_bytes(args)
-        fns = {"descriptors": with_loads(True), "plain loads": with_loads(False), "copy of the same bytes": copy_of(least)}
+        fns = {"descriptors": decode_fn(dk.decode_attention, {"descriptors": True}),
+               "plain loads": decode_fn(dk.decode_attention, {"descriptors": False}),
+               "copy of the same bytes": copy_of(least)}
         out[label] = table(label, fns, args, least, budget_s=sizes(2.0, 0.2))
     return out
 
@@ -979,8 +940,8 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
-                step_splits, one_launch, attention_forms, memory_forms,
-                attention_plans, attention_loads):
+                step_splits, one_launch, attention_forms, attention_plans,
+                attention_loads):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

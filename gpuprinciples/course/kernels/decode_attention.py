@@ -18,7 +18,9 @@ to fill a GPU when the batch is small. Split-KV ("flash decoding", Dao et al. 20
 
 With one split (a long batch already fills the GPU) step 1 writes the output itself: one launch.
 K and V tiles come through tensor descriptors whose row count is the sequence's own length, so rows
-past it are neither read (TMA, and the interpreter, fill them with zeros) nor used (score -inf).
+past it are neither read (TMA, and the interpreter, fill them with zeros) nor used (score -inf). A
+program builds its descriptors on the device, which a short split (batch 1 from a few thousand
+positions: a few tiles each) does not amortise: there it loads with masked pointers instead (`plan`).
 
     python -m gpuprinciples.course.kernels.decode_attention        # GPU: check, then time against SDPA
 """
@@ -152,9 +154,14 @@ CPU_PLAN = {"block_n": 64, "chunk": 128, "num_warps": 4, "num_stages": 1}
 # against 271 µs at the long context), 3 at D ≤ 64 (14.4 against 15.6 µs at LLAMA_1B's batch 1); and
 # floor(GPU_WAVES · SMs / (B · Hkv)) splits, each at least GPU_MIN_BLOCKS tiles long: 8 at the long context (259 µs;
 # 9 took 266, 16 267), one at batch 64 × 1024 positions (48 µs, where two took 54-57).
-GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 4, 64
-# K and V tiles through tensor descriptors (True) or plain pointer loads (tools/tune_decode.py item 13 times both).
-DESCRIPTORS = True
+GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 2, 64
+# K and V tiles through tensor descriptors for splits of at least DESCRIPTOR_MIN_TILES tiles, plain loads for shorter
+# ones: a descriptor is built on the device by each program, a fixed cost that a long split amortises and a short one
+# does not (docs/roof-h200.md#fifth-pass, an H100: the long context's 64-tile splits 370 µs with descriptors, 403
+# with plain loads; batch 1 from 4096 positions, 2-4 tile splits, 15.3 against 13.4 µs at D 64, 19.8 against 18.6
+# at D 128). Splits need be only GPU_MIN_BLOCKS = 2 tiles long: in the graphed LLAMA_8B step on that H100, 5.807
+# against 5.861 ms with 4 (the same page).
+DESCRIPTOR_MIN_TILES = 16
 
 
 def gpu_stages(head_dim: int) -> int:
@@ -178,10 +185,12 @@ def _sm_count(device: torch.device) -> int:
 
 
 def plan(q: torch.Tensor, n_kv_heads: int, s_max: int, splits: int | None = None, block_n: int | None = None,
-         num_warps: int | None = None, num_stages: int | None = None, tiles: dict | None = None) -> dict:
+         num_warps: int | None = None, num_stages: int | None = None, tiles: dict | None = None,
+         descriptors: bool | None = None) -> dict:
     """Tile size, keys per split and the number of splits, from shapes only (no look at seq_lens, which
-    live on the device: reading them would stall the host and break CUDA-graph capture). `tiles` replaces
-    the GPU's default block_n, num_warps and num_stages (the paged kernel has its own)."""
+    live on the device: reading them would stall the host and break CUDA-graph capture), and whether the
+    contiguous kernel loads K and V through tensor descriptors. `tiles` replaces the GPU's default block_n,
+    num_warps and num_stages (the paged kernel has its own)."""
     B, _, D = q.shape
     if q.is_cuda:
         tiles = tiles or {"block_n": GPU_BLOCK_N, "num_warps": GPU_WARPS, "num_stages": gpu_stages(D)}
@@ -198,7 +207,8 @@ def plan(q: torch.Tensor, n_kv_heads: int, s_max: int, splits: int | None = None
         chunk = per_split * block_n
         warps, stages = num_warps or CPU_PLAN["num_warps"], num_stages or CPU_PLAN["num_stages"]
     return {"block_n": block_n, "chunk": chunk, "splits": triton.cdiv(s_max, chunk), "num_warps": warps,
-            "num_stages": stages}
+            "num_stages": stages, "descriptors": descriptors if descriptors is not None else
+            not q.is_cuda or chunk // block_n >= DESCRIPTOR_MIN_TILES}
 
 
 def check_shapes(q, n_kv_heads: int, head_dim: int, seq_lens) -> int:
@@ -234,7 +244,7 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
         *after, G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), D=D, BLOCK_N=cfg["block_n"], SINGLE=splits == 1,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=cfg["num_warps"],
         num_stages=cfg["num_stages"], **options,
-        **({"DESCRIPTORS": False} if kernel is split_kv_kernel and not DESCRIPTORS else {}))
+        **({"DESCRIPTORS": False} if kernel is split_kv_kernel and not cfg.get("descriptors", True) else {}))
     if splits > 1:
         merge_splits_kernel[(B * Hq,)](o_part, lse_part, seq_lens, out, Hq, cfg["chunk"], *o_part.stride()[:3],
                                        *lse_part.stride()[:2], out.stride(0), out.stride(1), D=D,
@@ -244,7 +254,8 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, seq_lens: torch.Tensor, *,
                      splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
-                     num_stages: int | None = None, pdl: bool = False) -> torch.Tensor:
+                     num_stages: int | None = None, descriptors: bool | None = None, pdl: bool = False
+                     ) -> torch.Tensor:
     """softmax(q · k[:len]ᵀ / √D) · v[:len] per sequence and query head, for one new token.
 
     The keyword arguments fix the launch parameters instead of the defaults (`plan`); `pdl` launches both kernels
@@ -252,7 +263,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     _, Hkv, s_max, D = k_cache.shape
     assert v_cache.shape == k_cache.shape and k_cache.stride(-1) == v_cache.stride(-1) == 1
     G = check_shapes(q, Hkv, D, seq_lens)
-    cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages)
+    cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages, descriptors=descriptors)
     return launch(split_kv_kernel, q, seq_lens, Hkv, G, (k_cache, v_cache),
                   (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl)
 

@@ -50,13 +50,9 @@ NO_PROLOGUE, RMSNORM, SWIGLU = 0, 1, 2
 
 @triton.jit
 def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, sym,
-                        PK, PV, PLens, p_regions, p_heads, p_lines, p_row, psb, psh,
                         PROLOGUE: tl.constexpr, SCALED: tl.constexpr, RESIDUAL: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
-                        PDL: tl.constexpr = False, PREFETCH: tl.constexpr = False, EVICT: tl.constexpr = "",
-                        LINE: tl.constexpr = 64):
-    if PREFETCH:  # a hint only, so before any wait: the lengths may be a step old, the values never change
-        _prefetch_cache(PK, PV, PLens, p_regions, p_heads, p_lines, p_row, psb, psh, LINE)
+                        PDL: tl.constexpr = False):
     pid_m = tl.program_id(0)  # fastest: the programs that share a weight tile run side by side (L2)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -68,8 +64,7 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
     w_rows = W + offs_n[:, None].to(tl.int64) * swn
     if PDL:  # started early: the first weight tile (no kernel of the step writes weights) while the last drains
         first_k = offs_k < K
-        w_first = tl.load(w_rows + offs_k[None, :], mask=live_n[:, None] & first_k[None, :], other=0.0,
-                          eviction_policy=EVICT)
+        w_first = tl.load(w_rows + offs_k[None, :], mask=live_n[:, None] & first_k[None, :], other=0.0)
         tl.extra.cuda.gdc_wait()  # every program waits, so this kernel's end implies its predecessors' ends
     rstd = tl.zeros([BLOCK_M], tl.float32)
     if PROLOGUE == 1:  # RMSNorm: the row's sum of squares first (x is a few KB, and stays in cache)
@@ -89,8 +84,7 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
     for k0 in tl.range(PDL * BLOCK_K, K, BLOCK_K, num_stages=STAGES):  # with PDL, from the second tile
         ks = k0 + offs_k
         live_k = ks < K
-        w = tl.load(w_rows + ks[None, :], mask=live_n[:, None] & live_k[None, :], other=0.0,
-                    eviction_policy=EVICT).to(tl.float32)
+        w = tl.load(w_rows + ks[None, :], mask=live_n[:, None] & live_k[None, :], other=0.0).to(tl.float32)
         acc = _multiply_add(acc, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE, BLOCK_M)
     if PDL:  # every weight is read: the next kernel may start its own early part
         tl.extra.cuda.gdc_launch_dependents()
@@ -103,30 +97,6 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
         acc += tl.load(Res + offs_m[:, None].to(tl.int64) * srm + offs_n[None, :], mask=out_mask,
                        other=0.0).to(tl.float32)
     tl.store(Y + offs_m[:, None].to(tl.int64) * sym + offs_n[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
-
-
-@triton.jit
-def _prefetch_cache(PK, PV, PLens, p_regions, p_heads, p_lines, p_row, psb, psh, LINE: tl.constexpr):
-    """This program's share of a KV cache's live lines, prefetched into L2 and kept there (evict_last) for the
-    attention that reads them next: 2 · p_regions regions (K, then V, of each (sequence, KV head)) of p_lines lines
-    of LINE elements; a region's lines past its sequence's length (PLens · p_row elements) are left."""
-    programs = tl.num_programs(0) * tl.num_programs(1)
-    me = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
-    total = 2 * p_regions * p_lines
-    share = tl.cdiv(total, programs)
-    for first in range(me * share, tl.minimum(me * share + share, total), 128):
-        idx = first + tl.arange(0, 128)
-        region = idx // p_lines
-        line = idx % p_lines
-        seq = region % p_regions
-        b = seq // p_heads
-        length = tl.load(PLens + b, mask=idx < total, other=0)
-        live = (idx < total) & (line * LINE < length * p_row)
-        offset = b.to(tl.int64) * psb + (seq % p_heads) * psh + line.to(tl.int64) * LINE
-        ptr = tl.where(region < p_regions, PK + offset, PV + offset)
-        ptr = tl.where(live, ptr, PK)  # a dead lane prefetches the cache's first line again
-        tl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptr],
-                                  dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -206,17 +176,11 @@ PDL = True
 # Off: on an H200 one launch made the graphed step 4 % slower at LLAMA_1B, 2 % at LLAMA_8B; on an H100 the merge in
 # the kernel was that cost, and without it the step was as fast as with three launches (docs/roof-h200.md#one-launch).
 ONE_LAUNCH_ATTENTION = False
-# The next attention's K/V cache prefetched into L2 by a matrix-vector kernel before it (None: not; "wqkv": by the
-# layer's q/k/v product; "w2": by the layer before's down product, earlier), on a GPU only; and the weights loaded
-# with this eviction policy ("" the default, "evict_first": streamed past the prefetched cache). Item 13 of
-# tools/tune_decode.py times them.
-PREFETCH_KV = None
-WEIGHT_EVICTION = ""
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, PREFETCH_KV, WEIGHT_EVICTION) set to `value` inside the block."""
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION) set to `value` inside the block."""
     saved = globals()[name]
     globals()[name] = value
     try:
@@ -244,14 +208,12 @@ def pdl_options(x: torch.Tensor) -> dict:
 
 def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None, *,
                  norm: torch.Tensor | None = None, eps: float = 1e-5, swiglu: bool = False,
-                 residual: torch.Tensor | None = None, config: dict | None = None,
-                 prefetch: tuple | None = None) -> torch.Tensor:
+                 residual: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
     """epilogue(prologue(x) · (w · scale)ᵀ) -> [M, N] in x's dtype.
 
     x [M, K] (or [M, 2K] with swiglu=True: silu of its first half times its second), w [N, K] in x's dtype,
     or int8 / float8_e4m3fn with `scale` [N] float32; norm [K]: RMSNorm of x (with `eps`) scaled by it first;
-    residual [M, N]: added to the product. `config` fixes the tiles (BLOCK_N, BLOCK_K, num_warps, STAGES).
-    prefetch (k_cache, v_cache, seq_lens), on a GPU: the caches' live lines prefetched into L2 on the way."""
+    residual [M, N]: added to the product. `config` fixes the tiles (BLOCK_N, BLOCK_K, num_warps, STAGES)."""
     assert not (swiglu and norm is not None), "one prologue: RMSNorm or SwiGLU"
     M = x.shape[0]
     N, K = w.shape
@@ -271,32 +233,10 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
     fused_linear_kernel[grid](
         x, w, scale if scale is not None else y, norm if norm is not None else y,
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
-        residual.stride(0) if residual is not None else 0, y.stride(0), *_prefetch_args(prefetch, y),
-        PROLOGUE=prologue, SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m,
-        BLOCK_K=block_k, **cfg, **pdl_options(x), **_memory_options(prefetch, x))
+        residual.stride(0) if residual is not None else 0, y.stride(0), PROLOGUE=prologue,
+        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg,
+        **pdl_options(x))
     return y
-
-
-def _prefetches(prefetch, x) -> bool:
-    if prefetch is None or not x.is_cuda:  # the interpreter has no L2 to fill
-        return False
-    k, v, _ = prefetch
-    return k.stride() == v.stride() and k.stride(3) == 1 and k.stride(2) == k.shape[3]
-
-
-def _prefetch_args(prefetch, y) -> tuple:
-    """_prefetch_cache's arguments (PK, PV, PLens, p_regions, p_heads, p_lines, p_row, psb, psh)."""
-    if not _prefetches(prefetch, y):
-        return (y, y, y, 0, 1, 1, 0, 0, 0)
-    k, v, lens = prefetch
-    B, H, S, D = k.shape
-    line = 128 // k.element_size()
-    return (k, v, lens, B * H, H, triton.cdiv(S * D, line), D, k.stride(0), k.stride(1))
-
-
-def _memory_options(prefetch, x) -> dict:
-    options = {"PREFETCH": True, "LINE": 128 // prefetch[0].element_size()} if _prefetches(prefetch, x) else {}
-    return options | ({"EVICT": WEIGHT_EVICTION} if WEIGHT_EVICTION and x.is_cuda else {})
 
 
 # -------------------------------------------------------------------------------------------------

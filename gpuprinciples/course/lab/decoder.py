@@ -253,15 +253,9 @@ class Decoder:
         one_launch = decode_step.ONE_LAUNCH_ATTENTION
         lengths = None if one_launch else seq_lens + 1  # with the new token
         x = self.embed[tokens]
-        where = decode_step.PREFETCH_KV  # which kernel prefetches a layer's cache into L2, if any
-
-        def cache(i):
-            return self.k_cache[i, :B], self.v_cache[i, :B], seq_lens
-
         for i, layer in enumerate(self.layers):
             k_cache, v_cache = self.k_cache[i, :B], self.v_cache[i, :B]
-            qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps,
-                               prefetch=cache(i) if where == "wqkv" or (where == "w2" and i == 0) else None)
+            qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
             if one_launch:
                 attn = rope_attention(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads,
                                       self.split_counts[i], pdl=decode_step.PDL)
@@ -270,8 +264,7 @@ class Decoder:
                 attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
             x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
             gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
-            x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x,
-                             prefetch=cache(i + 1) if where == "w2" and i + 1 < len(self.layers) else None)
+            x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x)
         return fused_linear(x, *self._packed(self.head), norm=self.norm, eps=c.norm_eps)
 
     # --- generation -----------------------------------------------------------------------------
