@@ -130,8 +130,8 @@ def test_a_forged_progress_message_buys_a_few_limits_at_most(submission, monkeyp
     monkeypatch.setenv("GP_SANDBOX_SLEEP", "15")
     report = grade(COS, submission("sandbox/forges_progress.py", "cos_cos"), timeout=10)
     assert report.status == PASSED, report.reasons
-    box = Sandbox(limit=10)
-    box.deadline = 0.0
-    for seconds in (1e9, float("nan"), -5.0, 7.0):
-        box._credit(seconds)
-    assert box.credited == box.deadline == CREDIT_LIMITS * 10
+    with Sandbox(limit=10) as box:
+        box.deadline = 0.0
+        for seconds in (1e9, float("nan"), -5.0, 7.0):
+            box._credit(seconds)
+        assert box.credited == box.deadline == CREDIT_LIMITS * 10

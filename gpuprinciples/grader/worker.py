@@ -467,7 +467,8 @@ def run(in_fd: int, out_fd: int, log_path: str) -> None:
 
     def compiled_for_gpu(seconds: float) -> None:
         """The grader compiled a launch for the GPU: its seconds are not the learner's (sandbox/child.py). Not from
-        a distributed exercise's ranks: forked from this process, without its pipes."""
+        a distributed exercise's ranks: forked from this process, without its pipes. Under 0.1 s, no frame: such a
+        compile came from Triton's own disk cache, and a frame each would only crowd the pipe."""
         if seconds >= 0.1 and os.getpid() == worker_pid:
             with sending:
                 send(out_fd, Progress(grader_s=seconds).to_wire())
