@@ -87,27 +87,35 @@ def test_the_split_plan_comes_from_shapes_and_no_tile_straddles_splits():
 
 
 def test_the_gpu_split_rule_rounds_down_and_fills_the_gpu_once_the_batch_does():
-    """The H200's figures (132 SMs): 8 splits at the long context, 1 at batch 64 with 1024 positions, 32 at
-    LLAMA_1B's batch 1 with 4096 (each split ≥ 2 tiles); 2 stages at D = 128, 3 at D = 64."""
+    """The H200's figures (132 SMs): 8 splits at the long context, 1 at batch 64 with 1024 positions, 16 at
+    LLAMA_1B's batch 1 with 4096 (each split ≥ 4 tiles); 2 stages at D = 128, 3 at D = 64."""
     assert split_count(8, 8, 32768 // 64, 132) == 8
     assert split_count(64, 8, 1024 // 64, 132) == 1
     assert split_count(128, 8, 1024 // 64, 132) == 1
-    assert split_count(1, 8, 4096 // 64, 132) == 32
+    assert split_count(1, 8, 4096 // 64, 132) == 16
     assert split_count(1, 1, 10_000, 132) == 64  # at most GPU_MAX_SPLITS
     assert split_count(2, 8, 3, 132) == 1  # a short cache: one split
     assert (gpu_stages(128), gpu_stages(64)) == (2, 3)
 
 
 def test_short_splits_load_plainly_and_long_ones_through_descriptors(monkeypatch):
-    """On a GPU a split of fewer than DESCRIPTOR_MIN_TILES tiles loads K and V with plain loads (a descriptor built on
-    the device costs more than it saves there); the long context's splits, and every CPU plan, use descriptors."""
+    """On a GPU, with the measured choice (DESCRIPTOR_MIN_TILES 16, splits of 2 tiles or more), a split of fewer than
+    16 tiles loads K and V with plain loads (a descriptor built on the device costs more than it saves there); the
+    long context's splits, every CPU plan, and every plan with the default (0) use descriptors."""
     module = decode_attention_module
     monkeypatch.setattr(module, "_sm_count", lambda device: 132)
     gpu = types.SimpleNamespace(is_cuda=True, device=None)
-    long = plan(types.SimpleNamespace(shape=(8, 32, 128), **vars(gpu)), 8, 32768)
-    short = plan(types.SimpleNamespace(shape=(1, 32, 64), **vars(gpu)), 8, 5120)
-    assert long["chunk"] // long["block_n"] >= module.DESCRIPTOR_MIN_TILES and long["descriptors"]
-    assert short["chunk"] // short["block_n"] < module.DESCRIPTOR_MIN_TILES and not short["descriptors"]
+
+    def plans():
+        return (plan(types.SimpleNamespace(shape=(8, 32, 128), **vars(gpu)), 8, 32768),
+                plan(types.SimpleNamespace(shape=(1, 32, 64), **vars(gpu)), 8, 5120))
+
+    assert all(cfg["descriptors"] for cfg in plans())
+    monkeypatch.setattr(module, "DESCRIPTOR_MIN_TILES", 16)
+    monkeypatch.setattr(module, "GPU_MIN_BLOCKS", 2)
+    long, short = plans()
+    assert long["chunk"] // long["block_n"] == 64 and long["descriptors"]
+    assert short["chunk"] // short["block_n"] == 2 and not short["descriptors"]
     assert plan(torch.zeros(1, 32, 64), 8, 5120)["descriptors"]
     assert not plan(types.SimpleNamespace(shape=(8, 32, 128), **vars(gpu)), 8, 32768, descriptors=False)["descriptors"]
 

@@ -44,7 +44,7 @@ remaining items are skipped and say so):
 12. the step's attention in five forms, timed in turns: three launches, and rope_attention with its first K/V tile
    loaded before or after its PDL wait, the splits merged by its last program or by decode_attention's merge kernel;
 13. decode attention's plan inside the graphed step (LLAMA_1B, LLAMA_8B, batch 1, 4096 positions), timed in turns:
-   K/V through tensor descriptors always (before) or plain loads for splits under `DESCRIPTOR_MIN_TILES` tiles,
+   K/V through tensor descriptors always (the default) or plain loads for splits under `DESCRIPTOR_MIN_TILES` tiles,
    splits at least 4 or 2 tiles long, 4 stages;
 14. decode attention alone, K/V through tensor descriptors or plain loads: the long context (the exercise's timed
    case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions.
@@ -855,7 +855,7 @@ def attention_plan(descriptor_min_tiles: int, least: int, stages: int | None):
 
 
 ATTENTION_PLANS = {  # name -> attention_plan's arguments
-    "descriptors always, splits >= 4 tiles (before)": (0, 4, None),
+    "descriptors always, splits >= 4 tiles (the default)": (0, 4, None),
     "plain loads below 16 tiles a split, splits >= 4 tiles": (16, 4, None),
     "plain loads below 16 tiles a split, splits >= 2 tiles": (16, 2, None),
     "plain loads below 16 tiles, splits >= 2 tiles, 4 stages": (16, 2, 4),

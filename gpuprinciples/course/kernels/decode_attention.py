@@ -20,7 +20,8 @@ With one split (a long batch already fills the GPU) step 1 writes the output its
 K and V tiles come through tensor descriptors whose row count is the sequence's own length, so rows
 past it are neither read (TMA, and the interpreter, fill them with zeros) nor used (score -inf). A
 program builds its descriptors on the device, which a short split (batch 1 from a few thousand
-positions: a few tiles each) does not amortise: there it loads with masked pointers instead (`plan`).
+positions: a few tiles each) does not amortise: there masked pointer loads are faster (`plan`,
+`DESCRIPTOR_MIN_TILES`).
 
     python -m gpuprinciples.course.kernels.decode_attention        # GPU: check, then time against SDPA
 """
@@ -154,14 +155,15 @@ CPU_PLAN = {"block_n": 64, "chunk": 128, "num_warps": 4, "num_stages": 1}
 # against 271 µs at the long context), 3 at D ≤ 64 (14.4 against 15.6 µs at LLAMA_1B's batch 1); and
 # floor(GPU_WAVES · SMs / (B · Hkv)) splits, each at least GPU_MIN_BLOCKS tiles long: 8 at the long context (259 µs;
 # 9 took 266, 16 267), one at batch 64 × 1024 positions (48 µs, where two took 54-57).
-GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 2, 64
+GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 4, 64
 # K and V tiles through tensor descriptors for splits of at least DESCRIPTOR_MIN_TILES tiles, plain loads for shorter
-# ones: a descriptor is built on the device by each program, a fixed cost that a long split amortises and a short one
+# ones. A program builds its descriptors on the device, a fixed cost that a long split amortises and a short one
 # does not (docs/roof-h200.md#fifth-pass, an H100: the long context's 64-tile splits 370 µs with descriptors, 403
 # with plain loads; batch 1 from 4096 positions, 2-4 tile splits, 15.3 against 13.4 µs at D 64, 19.8 against 18.6
-# at D 128). Splits need be only GPU_MIN_BLOCKS = 2 tiles long: in the graphed LLAMA_8B step on that H100, 5.807
-# against 5.861 ms with 4 (the same page).
-DESCRIPTOR_MIN_TILES = 16
+# at D 128; the graphed LLAMA_1B step 1.6 % faster with plain loads on an H200). 16, with GPU_MIN_BLOCKS = 2, is the
+# measured choice; it stays off (0: descriptors always, and GPU_MIN_BLOCKS = 4) until every exercise's reference has
+# been graded on a GPU with it, which the session that measured it had no device time left for.
+DESCRIPTOR_MIN_TILES = 0
 
 
 def gpu_stages(head_dim: int) -> int:
