@@ -104,11 +104,11 @@ def test_short_splits_load_plainly_and_long_ones_through_descriptors(monkeypatch
     long context's splits, every CPU plan, and every plan with the default (0) use descriptors."""
     module = decode_attention_module
     monkeypatch.setattr(module, "_sm_count", lambda device: 132)
-    gpu = types.SimpleNamespace(is_cuda=True, device=None)
+    long_q, short_q = (types.SimpleNamespace(shape=shape, is_cuda=True, device=None)  # shapes on a GPU
+                       for shape in ((8, 32, 128), (1, 32, 64)))
 
     def plans():
-        return (plan(types.SimpleNamespace(shape=(8, 32, 128), **vars(gpu)), 8, 32768),
-                plan(types.SimpleNamespace(shape=(1, 32, 64), **vars(gpu)), 8, 5120))
+        return plan(long_q, 8, 32768), plan(short_q, 8, 5120)
 
     assert all(cfg["descriptors"] for cfg in plans())
     monkeypatch.setattr(module, "DESCRIPTOR_MIN_TILES", 16)
@@ -117,7 +117,7 @@ def test_short_splits_load_plainly_and_long_ones_through_descriptors(monkeypatch
     assert long["chunk"] // long["block_n"] == 64 and long["descriptors"]
     assert short["chunk"] // short["block_n"] == 2 and not short["descriptors"]
     assert plan(torch.zeros(1, 32, 64), 8, 5120)["descriptors"]
-    assert not plan(types.SimpleNamespace(shape=(8, 32, 128), **vars(gpu)), 8, 32768, descriptors=False)["descriptors"]
+    assert not plan(long_q, 8, 32768, descriptors=False)["descriptors"]
 
 
 @pytest.mark.parametrize("page", [8, 16, 64])

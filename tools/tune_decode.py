@@ -63,6 +63,7 @@ import os
 import sys
 import time
 import traceback
+from unittest import mock
 
 import torch
 
@@ -788,14 +789,9 @@ def step_variants(variants: dict) -> dict:
     return rows
 
 
-@contextlib.contextmanager
 def least_blocks(least: int):
     """Decode attention's splits at least `least` tiles long."""
-    saved, dk.GPU_MIN_BLOCKS = dk.GPU_MIN_BLOCKS, least
-    try:
-        yield
-    finally:
-        dk.GPU_MIN_BLOCKS = saved
+    return mock.patch.object(dk, "GPU_MIN_BLOCKS", least)
 
 
 @item
@@ -838,20 +834,11 @@ def attention_forms():
     return step_variants({name: (lambda form=form: attention_form(*form)) for name, form in ATTENTION_FORMS.items()})
 
 
-@contextlib.contextmanager
 def attention_plan(descriptor_min_tiles: int, least: int, stages: int | None):
     """Decode attention's GPU plan: descriptors from splits of `descriptor_min_tiles` tiles (0: always), splits
     at least `least` tiles, `stages` (None: the rule's)."""
-    names = ("DESCRIPTOR_MIN_TILES", "GPU_MIN_BLOCKS", "gpu_stages")
-    saved = [getattr(dk, name) for name in names]
-    dk.DESCRIPTOR_MIN_TILES, dk.GPU_MIN_BLOCKS = descriptor_min_tiles, least
-    if stages:
-        dk.gpu_stages = lambda head_dim: stages
-    try:
-        yield
-    finally:
-        for name, value in zip(names, saved):
-            setattr(dk, name, value)
+    return mock.patch.multiple(dk, DESCRIPTOR_MIN_TILES=descriptor_min_tiles, GPU_MIN_BLOCKS=least,
+                               **({"gpu_stages": lambda head_dim: stages} if stages else {}))
 
 
 ATTENTION_PLANS = {  # name -> attention_plan's arguments
@@ -940,8 +927,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
-                step_splits, one_launch, attention_forms, attention_plans,
-                attention_loads):
+                step_splits, one_launch, attention_forms, attention_plans, attention_loads):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

@@ -231,9 +231,10 @@ def pdl_options(on: bool, x: torch.Tensor) -> dict:
 
 
 def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides: tuple, cfg: dict,
-           after: tuple = (), pdl: bool = False) -> torch.Tensor:
+           after: tuple = (), pdl: bool = False, constexprs: dict | None = None) -> torch.Tensor:
     """Run a split kernel (contiguous or paged: `tensors` and their `strides` differ, `after` are its
-    further arguments) and, with more than one split, the merge; both with PDL when `pdl` (pdl_options)."""
+    further arguments, `constexprs` its own constexprs) and, with more than one split, the merge; both with PDL
+    when `pdl` (pdl_options)."""
     options = pdl_options(pdl, q)
     B, Hq, D = q.shape
     out = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
@@ -245,8 +246,7 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
         q.stride(0), q.stride(1), *strides, out.stride(0), out.stride(1), *o_part.stride()[:3], *lse_part.stride()[:2],
         *after, G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), D=D, BLOCK_N=cfg["block_n"], SINGLE=splits == 1,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"], **options,
-        **({"DESCRIPTORS": False} if kernel is split_kv_kernel and not cfg.get("descriptors", True) else {}))
+        num_stages=cfg["num_stages"], **options, **(constexprs or {}))
     if splits > 1:
         merge_splits_kernel[(B * Hq,)](o_part, lse_part, seq_lens, out, Hq, cfg["chunk"], *o_part.stride()[:3],
                                        *lse_part.stride()[:2], out.stride(0), out.stride(1), D=D,
@@ -267,7 +267,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     G = check_shapes(q, Hkv, D, seq_lens)
     cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages, descriptors=descriptors)
     return launch(split_kv_kernel, q, seq_lens, Hkv, G, (k_cache, v_cache),
-                  (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl)
+                  (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl,
+                  constexprs={"DESCRIPTORS": cfg["descriptors"]})
 
 
 # -------------------------------------------------------------------------------------------------
