@@ -47,7 +47,10 @@ remaining items are skipped and say so):
    K/V through tensor descriptors always (the default) or plain loads for splits under `DESCRIPTOR_MIN_TILES` tiles,
    splits at least 4 or 2 tiles long, 4 stages;
 14. decode attention alone, K/V through tensor descriptors or plain loads: the long context (the exercise's timed
-   case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions.
+   case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions;
+15. the weights after the attention (output projection, then gate | up) prefetched into L2 by its split kernel while
+   it waits on memory (`decode_step.PREFETCH_BYTES`, `kernels/l2_prefetch.py`): none, 8 to 32 MB, by the bulk
+   copy engine or line by line, with the package's plan and with plain loads; the graphed step, in turns.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -872,6 +875,38 @@ def attention_loads():
     return out
 
 
+MB = 1 << 20
+
+
+def weight_prefetch(nbytes: int, bulk: bool = True, plan: tuple | None = None):
+    """The step's attention prefetching `nbytes` of the weights after it into L2 (decode_step.PREFETCH_BYTES),
+    by the bulk copy engine or line by line, under decode attention's `plan` (attention_plan's arguments; None: the
+    package's)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.multiple(ds, PREFETCH_BYTES=nbytes, PREFETCH_BULK=bulk))
+    if plan:
+        stack.enter_context(attention_plan(*plan))
+    return stack
+
+
+WEIGHT_PREFETCHES = {  # name -> weight_prefetch's arguments
+    "no prefetch (the default)": (0,),
+    "8 MB prefetched (bulk)": (8 * MB,),
+    "16 MB prefetched (bulk)": (16 * MB,),
+    "24 MB prefetched (bulk)": (24 * MB,),
+    "32 MB prefetched (bulk)": (32 * MB,),
+    "16 MB prefetched (line by line)": (16 * MB, False),
+    "plain loads < 16 tiles, splits >= 2, no prefetch": (0, True, (16, 2, None)),
+    "plain loads < 16 tiles, splits >= 2, 16 MB prefetched (bulk)": (16 * MB, True, (16, 2, None)),
+}
+
+
+@item
+def weight_prefetches():
+    """15. the weights after the attention prefetched into L2 by its split kernel: none, 8 to 32 MB"""
+    return step_variants({name: (lambda args=args: weight_prefetch(*args)) for name, args in WEIGHT_PREFETCHES.items()})
+
+
 # -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
@@ -927,7 +962,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
-                step_splits, one_launch, attention_forms, attention_plans, attention_loads):
+                step_splits, one_launch, attention_forms, attention_plans, attention_loads, weight_prefetches):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

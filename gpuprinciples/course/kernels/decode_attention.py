@@ -33,6 +33,8 @@ import triton
 import triton.language as tl
 
 from ...toolchain import compat
+from . import l2_prefetch
+from .l2_prefetch import prefetch_l2
 
 LOG2E = 1.4426950408889634
 
@@ -42,7 +44,13 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
                     sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh, spb, sph, sps, slb, slh,
                     G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
                     SINGLE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr = False,
-                    DESCRIPTORS: tl.constexpr = True):
+                    DESCRIPTORS: tl.constexpr = True, Pf1=None, pf1_bytes=0, Pf2=None, pf2_bytes=0,
+                    PREFETCH: tl.constexpr = False, LANES: tl.constexpr = 128, BULK: tl.constexpr = True):
+    if PREFETCH:  # the weights of the kernels after, into L2 while this one waits on memory (l2_prefetch.py)
+        me = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
+        programs = tl.num_programs(0) * tl.num_programs(1)
+        prefetch_l2(Pf1, pf1_bytes, me, programs, LANES, BULK)
+        prefetch_l2(Pf2, pf2_bytes, me, programs, LANES, BULK)
     if PDL:  # launched early (decode_step.pdl): q and this step's key come from the kernel before
         tl.extra.cuda.gdc_wait()
     b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
@@ -53,9 +61,8 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
         v_desc = tl.make_tensor_descriptor(V + b * svb + hkv * svh, shape=[seq_len, D], strides=[svs, 1],
                                            block_shape=[BLOCK_N, D])
     else:  # plain loads: no descriptor to build on the device, which a short split may not amortise
-        offs_n = tl.arange(0, BLOCK_N)
-        k_rows = K + b * skb + hkv * skh + offs_n[:, None] * sks + offs_d[None, :]
-        v_rows = V + b * svb + hkv * svh + offs_n[:, None] * svs + offs_d[None, :]
+        k_head = K + b * skb + hkv * skh  # scalar bases, offsets per tile: a tile of 64-bit pointers held
+        v_head = V + b * svb + hkv * svh  # across the loop would take most of a thread's registers
     m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
@@ -64,9 +71,10 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
             k = k_desc.load([n, 0])  # rows past seq_len: zeros, never read from memory
             v = v_desc.load([n, 0])
         else:
-            live = (n + offs_n < end)[:, None]
-            k = tl.load(k_rows + n * sks, mask=live, other=0.0)
-            v = tl.load(v_rows + n * svs, mask=live, other=0.0)
+            keys = n + tl.arange(0, BLOCK_N)
+            live = (keys < end)[:, None]
+            k = tl.load(k_head + keys[:, None] * sks + offs_d[None, :], mask=live, other=0.0)
+            v = tl.load(v_head + keys[:, None] * svs + offs_d[None, :], mask=live, other=0.0)
         m_i, l_i, acc = attend(q, k, v, n + tl.arange(0, BLOCK_N) < end, m_i, l_i, acc, qk_scale, PRECISION)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()
@@ -231,9 +239,9 @@ def pdl_options(on: bool, x: torch.Tensor) -> dict:
 
 
 def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides: tuple, cfg: dict,
-           after: tuple = (), pdl: bool = False, constexprs: dict | None = None) -> torch.Tensor:
+           after: tuple = (), pdl: bool = False, extra: dict | None = None) -> torch.Tensor:
     """Run a split kernel (contiguous or paged: `tensors` and their `strides` differ, `after` are its
-    further arguments, `constexprs` its own constexprs) and, with more than one split, the merge; both with PDL
+    further arguments, `extra` its own keyword arguments) and, with more than one split, the merge; both with PDL
     when `pdl` (pdl_options)."""
     options = pdl_options(pdl, q)
     B, Hq, D = q.shape
@@ -246,7 +254,7 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
         q.stride(0), q.stride(1), *strides, out.stride(0), out.stride(1), *o_part.stride()[:3], *lse_part.stride()[:2],
         *after, G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), D=D, BLOCK_N=cfg["block_n"], SINGLE=splits == 1,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=cfg["num_warps"],
-        num_stages=cfg["num_stages"], **options, **(constexprs or {}))
+        num_stages=cfg["num_stages"], **options, **(extra or {}))
     if splits > 1:
         merge_splits_kernel[(B * Hq,)](o_part, lse_part, seq_lens, out, Hq, cfg["chunk"], *o_part.stride()[:3],
                                        *lse_part.stride()[:2], out.stride(0), out.stride(1), D=D,
@@ -256,19 +264,23 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, seq_lens: torch.Tensor, *,
                      splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
-                     num_stages: int | None = None, descriptors: bool | None = None, pdl: bool = False
-                     ) -> torch.Tensor:
+                     num_stages: int | None = None, descriptors: bool | None = None, pdl: bool = False,
+                     prefetch: tuple = (), bulk: bool = True) -> torch.Tensor:
     """softmax(q · k[:len]ᵀ / √D) · v[:len] per sequence and query head, for one new token.
 
     The keyword arguments fix the launch parameters instead of the defaults (`plan`); `pdl` launches both kernels
-    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl)."""
+    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl); `prefetch`, two
+    (tensor, bytes), are prefetched into L2 by the split kernel on an sm_90+ GPU (`bulk`: by the bulk copy engine,
+    else line by line; l2_prefetch.py), for the fused step's kernels after it."""
     _, Hkv, s_max, D = k_cache.shape
     assert v_cache.shape == k_cache.shape and k_cache.stride(-1) == v_cache.stride(-1) == 1
     G = check_shapes(q, Hkv, D, seq_lens)
     cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages, descriptors=descriptors)
+    extra = {"DESCRIPTORS": cfg["descriptors"]}
+    if prefetch and l2_prefetch.gpu_prefetch(q):
+        extra |= l2_prefetch.kernel_arguments(prefetch, cfg["num_warps"], bulk)
     return launch(split_kv_kernel, q, seq_lens, Hkv, G, (k_cache, v_cache),
-                  (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl,
-                  constexprs={"DESCRIPTORS": cfg["descriptors"]})
+                  (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl, extra=extra)
 
 
 # -------------------------------------------------------------------------------------------------
