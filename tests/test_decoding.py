@@ -64,6 +64,37 @@ def test_decode_attention_matches_float64(B, Hq, Hkv, S, D, splits, descriptors)
     assert got.dtype == q.dtype and (got.double() - want).abs().max() < TOL
 
 
+@pytest.mark.skipif(not runtime.INTERPRETER, reason="the kernel before is stood in for under the interpreter")
+def test_early_kv_reads_the_newest_position_only_after_the_wait(monkeypatch):
+    """With early_kv each program loads its first K/V tile before gdc_wait: every position but each sequence's
+    newest, which the kernel before (the step's rotary kernel) writes. Here gdc_wait writes those rows, as that
+    kernel would, and each program's end puts stale rows back, so every program starts with them stale; the
+    output must be attention over the new rows (newest positions in a split's first tile, a later one, and at 0)."""
+    from gpuprinciples.toolchain import interpreter
+    gen = torch.Generator().manual_seed(11)
+    q, k, v, _ = random_cache(gen, 3, 8, 2, 150, 32)
+    lens = torch.tensor([150, 100, 1], dtype=torch.int32, device=DEVICE)  # CPU plan: 64-key tiles, 128-key splits
+    newest = [(b, int(n) - 1) for b, n in enumerate(lens)]
+    fresh_k, fresh_v = k.clone(), v.clone()
+    for b, pos in newest:  # what the rotary kernel writes: new rows, where the cache held stale ones
+        fresh_k[b, :, pos], fresh_v[b, :, pos] = torch.randn(2, 2, 32, generator=gen).to(DEVICE, DTYPE)
+        k[b, :, pos], v[b, :, pos] = 1e3, -1e3
+
+    def rows(source_k, source_v):
+        for b, pos in newest:
+            k[b, :, pos], v[b, :, pos] = source_k[b, :, pos], source_v[b, :, pos]
+
+    stale_k, stale_v = k.clone(), v.clone()
+    monkeypatch.setitem(interpreter.PDL_UNDER_INTERPRETER, "gdc_wait", lambda: rows(fresh_k, fresh_v))
+    monkeypatch.setitem(interpreter.PDL_UNDER_INTERPRETER, "gdc_launch_dependents", lambda: rows(stale_k, stale_v))
+    want = decoding.attention_reference(q, fresh_k, fresh_v, lens)
+    for early in (True, False):
+        got = decode_attention(q, k, v, lens, descriptors=False, pdl=True, early_kv=early)
+        assert (got.double() - want).abs().max() < TOL, f"early_kv={early}"
+    monkeypatch.setitem(interpreter.PDL_UNDER_INTERPRETER, "gdc_wait", lambda: None)  # the rows never come
+    assert (decode_attention(q, k, v, lens, descriptors=False, pdl=True, early_kv=True).double() - want).abs().max() > 1
+
+
 @pytest.mark.parametrize("descriptors", [True, False])
 def test_decode_attention_reads_each_live_element_once_and_nothing_else(descriptors):
     if not runtime.INTERPRETER:
@@ -87,21 +118,21 @@ def test_the_split_plan_comes_from_shapes_and_no_tile_straddles_splits():
 
 
 def test_the_gpu_split_rule_rounds_down_and_fills_the_gpu_once_the_batch_does():
-    """The H200's figures (132 SMs): 8 splits at the long context, 1 at batch 64 with 1024 positions, 16 at
-    LLAMA_1B's batch 1 with 4096 (each split ≥ 4 tiles); 2 stages at D = 128, 3 at D = 64."""
+    """The H200's figures (132 SMs): 8 splits at the long context, 1 at batch 64 with 1024 positions, 32 at
+    LLAMA_1B's batch 1 with 4096 (each split ≥ 2 tiles); 2 stages at D = 128, 3 at D = 64."""
     assert split_count(8, 8, 32768 // 64, 132) == 8
     assert split_count(64, 8, 1024 // 64, 132) == 1
     assert split_count(128, 8, 1024 // 64, 132) == 1
-    assert split_count(1, 8, 4096 // 64, 132) == 16
+    assert split_count(1, 8, 4096 // 64, 132) == 32
     assert split_count(1, 1, 10_000, 132) == 64  # at most GPU_MAX_SPLITS
     assert split_count(2, 8, 3, 132) == 1  # a short cache: one split
     assert (gpu_stages(128), gpu_stages(64)) == (2, 3)
 
 
 def test_short_splits_load_plainly_and_long_ones_through_descriptors(monkeypatch):
-    """On a GPU, with the measured choice (DESCRIPTOR_MIN_TILES 16, splits of 2 tiles or more), a split of fewer than
-    16 tiles loads K and V with plain loads (a descriptor built on the device costs more than it saves there); the
-    long context's splits, every CPU plan, and every plan with the default (0) use descriptors."""
+    """On a GPU (DESCRIPTOR_MIN_TILES 16, splits of 2 tiles or more) a split of fewer than 16 tiles loads K and V
+    with plain loads (a descriptor built on the device costs more than it saves there); the long context's splits,
+    every CPU plan, and every plan with DESCRIPTOR_MIN_TILES 0 use descriptors."""
     module = decode_attention_module
     monkeypatch.setattr(module, "_sm_count", lambda device: 132)
     long_q, short_q = (types.SimpleNamespace(shape=shape, is_cuda=True, device=None)  # shapes on a GPU
@@ -110,14 +141,14 @@ def test_short_splits_load_plainly_and_long_ones_through_descriptors(monkeypatch
     def plans():
         return plan(long_q, 8, 32768), plan(short_q, 8, 5120)
 
-    assert all(cfg["descriptors"] for cfg in plans())
-    monkeypatch.setattr(module, "DESCRIPTOR_MIN_TILES", 16)
-    monkeypatch.setattr(module, "GPU_MIN_BLOCKS", 2)
+    assert (module.DESCRIPTOR_MIN_TILES, module.GPU_MIN_BLOCKS) == (16, 2)
     long, short = plans()
     assert long["chunk"] // long["block_n"] == 64 and long["descriptors"]
     assert short["chunk"] // short["block_n"] == 2 and not short["descriptors"]
     assert plan(torch.zeros(1, 32, 64), 8, 5120)["descriptors"]
     assert not plan(long_q, 8, 32768, descriptors=False)["descriptors"]
+    monkeypatch.setattr(module, "DESCRIPTOR_MIN_TILES", 0)
+    assert all(cfg["descriptors"] for cfg in plans())
 
 
 @pytest.mark.parametrize("page", [8, 16, 64])

@@ -36,7 +36,7 @@ remaining items are skipped and say so):
    logits and a graph replay's token with it on against off; where the 1B step's time goes, each way. Alone:
    `--only 9` (about 2 minutes: it builds both models);
 10. the split rule in the step: the graphed fused step of LLAMA_1B and LLAMA_8B at batch 1 and 4096 positions
-   with decode attention's splits at least GPU_MIN_BLOCKS tiles long for 4 (the default), 2 and 1 (more, shorter
+   with decode attention's splits at least GPU_MIN_BLOCKS tiles long for 4, 2 (the default) and 1 (more, shorter
    splits: more programs for a cache that is little to read), timed in turns; each's logits against the default's;
 11. the fused step's attention in one launch (`kernels/rope_attention.py`; `decode_step.
    one_launch_attention`) against three (rope_and_cache, decode attention's split kernel and its merge), as item 9
@@ -44,13 +44,13 @@ remaining items are skipped and say so):
 12. the step's attention in five forms, timed in turns: three launches, and rope_attention with its first K/V tile
    loaded before or after its PDL wait, the splits merged by its last program or by decode_attention's merge kernel;
 13. decode attention's plan inside the graphed step (LLAMA_1B, LLAMA_8B, batch 1, 4096 positions), timed in turns:
-   K/V through tensor descriptors always (the default) or plain loads for splits under `DESCRIPTOR_MIN_TILES` tiles,
-   splits at least 4 or 2 tiles long, 4 stages;
+   K/V through tensor descriptors always or plain loads for splits under `DESCRIPTOR_MIN_TILES` tiles (the default),
+   splits at least 4 or 2 (the default) tiles long, 4 stages;
 14. decode attention alone, K/V through tensor descriptors or plain loads: the long context (the exercise's timed
    case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions;
-15. the weights after the attention (output projection, then gate | up) prefetched into L2 by its split kernel while
-   it waits on memory (`decode_step.PREFETCH_BYTES`, `kernels/l2_prefetch.py`): none, 8 to 32 MB, by the bulk
-   copy engine or line by line, with the package's plan and with plain loads; the graphed step, in turns.
+15. decode attention's first K/V tile loaded before its PDL wait, while the rotary kernel runs (`decode_step.
+   EARLY_KV`), with splits at least 2 tiles (the default) or 1 (then a program's whole split before the wait): the
+   graphed step of LLAMA_1B and LLAMA_8B, in turns.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -801,7 +801,7 @@ def least_blocks(least: int):
 def step_splits():
     """10. splits in the step: the graphed fused step at batch 1, decode attention's GPU_MIN_BLOCKS 4, 2, 1"""
     return step_variants({f"splits of at least {least} tiles": (lambda least=least: least_blocks(least))
-                          for least in (dk.GPU_MIN_BLOCKS, 2, 1)})
+                          for least in (4, 2, 1)})
 
 
 @item
@@ -845,9 +845,9 @@ def attention_plan(descriptor_min_tiles: int, least: int, stages: int | None):
 
 
 ATTENTION_PLANS = {  # name -> attention_plan's arguments
-    "descriptors always, splits >= 4 tiles (the default)": (0, 4, None),
+    "descriptors always, splits >= 4 tiles (the plan before)": (0, 4, None),
     "plain loads below 16 tiles a split, splits >= 4 tiles": (16, 4, None),
-    "plain loads below 16 tiles a split, splits >= 2 tiles": (16, 2, None),
+    "plain loads below 16 tiles a split, splits >= 2 tiles (the default)": (16, 2, None),
     "plain loads below 16 tiles, splits >= 2 tiles, 4 stages": (16, 2, 4),
 }
 
@@ -875,36 +875,19 @@ def attention_loads():
     return out
 
 
-MB = 1 << 20
-
-
-def weight_prefetch(nbytes: int, bulk: bool = True, plan: tuple | None = None):
-    """The step's attention prefetching `nbytes` of the weights after it into L2 (decode_step.PREFETCH_BYTES),
-    by the bulk copy engine or line by line, under decode attention's `plan` (attention_plan's arguments; None: the
-    package's)."""
+def early_kv(on: bool, least: int):
+    """The fused step with decode attention's first K/V tile before its PDL wait (`on`), splits >= `least` tiles."""
     stack = contextlib.ExitStack()
-    stack.enter_context(mock.patch.multiple(ds, PREFETCH_BYTES=nbytes, PREFETCH_BULK=bulk))
-    if plan:
-        stack.enter_context(attention_plan(*plan))
+    stack.enter_context(ds.switched("EARLY_KV", on))
+    stack.enter_context(least_blocks(least))
     return stack
 
 
-WEIGHT_PREFETCHES = {  # name -> weight_prefetch's arguments
-    "no prefetch (the default)": (0,),
-    "8 MB prefetched (bulk)": (8 * MB,),
-    "16 MB prefetched (bulk)": (16 * MB,),
-    "24 MB prefetched (bulk)": (24 * MB,),
-    "32 MB prefetched (bulk)": (32 * MB,),
-    "16 MB prefetched (line by line)": (16 * MB, False),
-    "plain loads < 16 tiles, splits >= 2, no prefetch": (0, True, (16, 2, None)),
-    "plain loads < 16 tiles, splits >= 2, 16 MB prefetched (bulk)": (16 * MB, True, (16, 2, None)),
-}
-
-
 @item
-def weight_prefetches():
-    """15. the weights after the attention prefetched into L2 by its split kernel: none, 8 to 32 MB"""
-    return step_variants({name: (lambda args=args: weight_prefetch(*args)) for name, args in WEIGHT_PREFETCHES.items()})
+def early_kvs():
+    """15. decode attention's first K/V tile before its PDL wait, in the step: off and on, splits >= 2 and 1 tile"""
+    return step_variants({f"splits >= {least} tiles, K/V {'before' if on else 'after'} the wait":
+                          (lambda on=on, least=least: early_kv(on, least)) for least in (2, 1) for on in (False, True)})
 
 
 # -------------------------------------------------------------------------------------------------
@@ -962,7 +945,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
-                step_splits, one_launch, attention_forms, attention_plans, attention_loads, weight_prefetches):
+                step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_kvs):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

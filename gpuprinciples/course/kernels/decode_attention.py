@@ -33,8 +33,6 @@ import triton
 import triton.language as tl
 
 from ...toolchain import compat
-from . import l2_prefetch
-from .l2_prefetch import prefetch_l2
 
 LOG2E = 1.4426950408889634
 
@@ -44,17 +42,20 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
                     sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh, spb, sph, sps, slb, slh,
                     G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
                     SINGLE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr = False,
-                    DESCRIPTORS: tl.constexpr = True, Pf1=None, pf1_bytes=0, Pf2=None, pf2_bytes=0,
-                    PREFETCH: tl.constexpr = False, LANES: tl.constexpr = 128, BULK: tl.constexpr = True):
-    if PREFETCH:  # the weights of the kernels after, into L2 while this one waits on memory (l2_prefetch.py)
-        me = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
-        programs = tl.num_programs(0) * tl.num_programs(1)
-        prefetch_l2(Pf1, pf1_bytes, me, programs, LANES, BULK)
-        prefetch_l2(Pf2, pf2_bytes, me, programs, LANES, BULK)
+                    DESCRIPTORS: tl.constexpr = True, EARLY_KV: tl.constexpr = False):
+    tl.static_assert(not (EARLY_KV and (DESCRIPTORS or not PDL)), "K/V before the wait: plain loads, with PDL")
+    offs_d = tl.arange(0, D)
+    if EARLY_KV:  # the kernel before writes q and each sequence's newest position; every other one is older
+        b, hkv, split, seq_len, start, end = split_of(SeqLens, Hkv, chunk)
+        k_head = K + b * skb + hkv * skh
+        v_head = V + b * svb + hkv * svh
+        first = start + tl.arange(0, BLOCK_N)
+        k_first, v_first = kv_tile(k_head, v_head, first, first < tl.minimum(end, seq_len - 1), sks, svs, offs_d)
     if PDL:  # launched early (decode_step.pdl): q and this step's key come from the kernel before
         tl.extra.cuda.gdc_wait()
-    b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
-                                                                              G, BLOCK_G, D)
+    if not EARLY_KV:
+        b, hkv, split, seq_len, start, end = split_of(SeqLens, Hkv, chunk)
+    heads, rows, q = query_tile(Q, b, hkv, seq_len, start, sqb, sqh, G, BLOCK_G, D)
     if DESCRIPTORS:
         k_desc = tl.make_tensor_descriptor(K + b * skb + hkv * skh, shape=[seq_len, D], strides=[sks, 1],
                                            block_shape=[BLOCK_N, D])
@@ -66,15 +67,20 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
     m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
-    for n in range(start, end, BLOCK_N):
+    if EARLY_KV:  # the first tile, with the newest position now written if it lies there
+        newest = (first == seq_len - 1) & (first < end)
+        k_new, v_new = kv_tile(k_head, v_head, first, newest, sks, svs, offs_d)
+        if start < end:  # (a split past the sequence's end attends to nothing)
+            m_i, l_i, acc = attend(q, tl.where(newest[:, None], k_new, k_first),
+                                   tl.where(newest[:, None], v_new, v_first), first < end, m_i, l_i, acc,
+                                   qk_scale, PRECISION)
+    for n in range(start + EARLY_KV * BLOCK_N, end, BLOCK_N):
         if DESCRIPTORS:
             k = k_desc.load([n, 0])  # rows past seq_len: zeros, never read from memory
             v = v_desc.load([n, 0])
         else:
             keys = n + tl.arange(0, BLOCK_N)
-            live = (keys < end)[:, None]
-            k = tl.load(k_head + keys[:, None] * sks + offs_d[None, :], mask=live, other=0.0)
-            v = tl.load(v_head + keys[:, None] * svs + offs_d[None, :], mask=live, other=0.0)
+            k, v = kv_tile(k_head, v_head, keys, keys < end, sks, svs, offs_d)
         m_i, l_i, acc = attend(q, k, v, n + tl.arange(0, BLOCK_N) < end, m_i, l_i, acc, qk_scale, PRECISION)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()
@@ -82,22 +88,44 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
 
 
 @triton.jit
-def load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr):
-    """This program's (sequence b, KV head, split), its positions [start, end), and the tile of the G query
-    heads that read the KV head (rows ≥ G, and every row of a split past the sequence's end, masked)."""
+def kv_tile(k_head, v_head, keys, live, sks, svs, offs_d):
+    """Rows `keys` of one KV head's K and V (rows not `live`: zeros, not read)."""
+    k = tl.load(k_head + keys[:, None] * sks + offs_d[None, :], mask=live[:, None], other=0.0)
+    v = tl.load(v_head + keys[:, None] * svs + offs_d[None, :], mask=live[:, None], other=0.0)
+    return k, v
+
+
+@triton.jit
+def split_of(SeqLens, Hkv, chunk):
+    """This program's (sequence b, KV head, split), its sequence's length and its positions [start, end)."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     b = (pid // Hkv).to(tl.int64)
     hkv = (pid % Hkv).to(tl.int64)
     seq_len = tl.load(SeqLens + b)
     start = split * chunk  # chunk is a multiple of BLOCK_N: no tile straddles two splits
-    end = tl.minimum(start + chunk, seq_len)
+    return b, hkv, split, seq_len, start, tl.minimum(start + chunk, seq_len)
+
+
+@triton.jit
+def query_tile(Q, b, hkv, seq_len, start, sqb, sqh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr):
+    """The tile of the G query heads that read KV head hkv of sequence b (rows ≥ G, and every row of a split
+    past the sequence's end, masked): their head indices, the live rows, the tile."""
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, D)
     heads = hkv * G + offs_g
     rows = offs_g < tl.where(start < seq_len, G, 0)  # a split past this sequence's end reads and writes nothing
     q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :], mask=rows[:, None], other=0.0)
-    return b, hkv, split, seq_len, start, end, heads, rows, offs_d, q
+    return heads, rows, q
+
+
+@triton.jit
+def load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr):
+    """split_of and query_tile in one: this program's (sequence b, KV head, split), its positions [start, end), and
+    its query tile."""
+    b, hkv, split, seq_len, start, end = split_of(SeqLens, Hkv, chunk)
+    heads, rows, q = query_tile(Q, b, hkv, seq_len, start, sqb, sqh, G, BLOCK_G, D)
+    return b, hkv, split, seq_len, start, end, heads, rows, tl.arange(0, D), q
 
 
 @triton.jit
@@ -162,16 +190,15 @@ CPU_PLAN = {"block_n": 64, "chunk": 128, "num_warps": 4, "num_stages": 1}
 # 4 warps; 2 stages at D = 128 (3 stages hold 96 KB of K/V tiles per program, and fewer programs fit an SM; 266
 # against 271 µs at the long context), 3 at D ≤ 64 (14.4 against 15.6 µs at LLAMA_1B's batch 1); and
 # floor(GPU_WAVES · SMs / (B · Hkv)) splits, each at least GPU_MIN_BLOCKS tiles long: 8 at the long context (259 µs;
-# 9 took 266, 16 267), one at batch 64 × 1024 positions (48 µs, where two took 54-57).
-GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 4, 64
+# 9 took 266, 16 267), one at batch 64 × 1024 positions (48 µs, where two took 54-57). Splits of 2 tiles, not 4,
+# at batch 1 from 4096 positions: the graphed LLAMA_8B step 0.4 % faster on an H100 (docs/roof-h200.md#sixth-pass).
+GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 2, 64
 # K and V tiles through tensor descriptors for splits of at least DESCRIPTOR_MIN_TILES tiles, plain loads for shorter
 # ones. A program builds its descriptors on the device, a fixed cost that a long split amortises and a short one
-# does not (docs/roof-h200.md#fifth-pass, an H100: the long context's 64-tile splits 370 µs with descriptors, 403
-# with plain loads; batch 1 from 4096 positions, 2-4 tile splits, 15.3 against 13.4 µs at D 64, 19.8 against 18.6
-# at D 128; the graphed LLAMA_1B step 1.6 % faster with plain loads on an H200). 16, with GPU_MIN_BLOCKS = 2, is the
-# measured choice; it stays off (0: descriptors always, and GPU_MIN_BLOCKS = 4) until every exercise's reference has
-# been graded on a GPU with it, which the session that measured it had no device time left for.
-DESCRIPTOR_MIN_TILES = 0
+# does not (docs/roof-h200.md#fifth-pass and #sixth-pass, an H100: the long context's 64-tile splits as fast either
+# way; batch 1 from 4096 positions, 2-4 tile splits, 13.7 against 15.8 µs at D 64, 19.1 against 20.2 at D 128; the
+# graphed step 2.7 % faster at LLAMA_1B, 1.0 % at LLAMA_8B).
+DESCRIPTOR_MIN_TILES = 16
 
 
 def gpu_stages(head_dim: int) -> int:
@@ -265,22 +292,22 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, seq_lens: torch.Tensor, *,
                      splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
                      num_stages: int | None = None, descriptors: bool | None = None, pdl: bool = False,
-                     prefetch: tuple = (), bulk: bool = True) -> torch.Tensor:
+                     early_kv: bool = False) -> torch.Tensor:
     """softmax(q · k[:len]ᵀ / √D) · v[:len] per sequence and query head, for one new token.
 
     The keyword arguments fix the launch parameters instead of the defaults (`plan`); `pdl` launches both kernels
-    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl); `prefetch`, two
-    (tensor, bytes), are prefetched into L2 by the split kernel on an sm_90+ GPU (`bulk`: by the bulk copy engine,
-    else line by line; l2_prefetch.py), for the fused step's kernels after it."""
+    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl). `early_kv` (with PDL and
+    plain loads): each program loads its first K/V tile before its wait, while the kernel before still runs, so
+    that kernel may write q and each sequence's newest position (seq_lens - 1), nothing else this one reads (the
+    fused step's rotary kernel)."""
     _, Hkv, s_max, D = k_cache.shape
     assert v_cache.shape == k_cache.shape and k_cache.stride(-1) == v_cache.stride(-1) == 1
     G = check_shapes(q, Hkv, D, seq_lens)
     cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages, descriptors=descriptors)
-    extra = {"DESCRIPTORS": cfg["descriptors"]}
-    if prefetch and l2_prefetch.gpu_prefetch(q):
-        extra |= l2_prefetch.kernel_arguments(prefetch, cfg["num_warps"], bulk)
+    early = early_kv and not cfg["descriptors"] and bool(pdl_options(pdl, q))
     return launch(split_kv_kernel, q, seq_lens, Hkv, G, (k_cache, v_cache),
-                  (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl, extra=extra)
+                  (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl,
+                  extra={"DESCRIPTORS": cfg["descriptors"], "EARLY_KV": early})
 
 
 # -------------------------------------------------------------------------------------------------

@@ -176,17 +176,14 @@ PDL = True
 # Off: on an H200 one launch made the graphed step 4 % slower at LLAMA_1B, 2 % at LLAMA_8B; on an H100 the merge in
 # the kernel was that cost, and without it the step was as fast as with three launches (docs/roof-h200.md#one-launch).
 ONE_LAUNCH_ATTENTION = False
-# Bytes of the weights after the attention (the output projection, then gate | up) that its split kernel prefetches
-# into L2 while it waits on memory, on an sm_90+ GPU (kernels/l2_prefetch.py; 0: none), and how: the bulk copy
-# engine (True) or line by line.
-PREFETCH_BYTES = 0
-PREFETCH_BULK = True
+# Decode attention's first K/V tile loaded before its PDL wait, while the rotary kernel runs (decode_attention's
+# `early_kv`: with plain loads only; the rotary kernel writes q and the newest position, nothing else it reads).
+EARLY_KV = False
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, PREFETCH_BYTES, PREFETCH_BULK) set to `value`
-    inside the block."""
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_KV) set to `value` inside the block."""
     saved = globals()[name]
     globals()[name] = value
     try:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..kernels import decode_step, l2_prefetch
+from ..kernels import decode_step
 from ..kernels.decode_attention import decode_attention
 from ..kernels.decode_step import fused_linear, rope_and_cache
 from ..kernels.rope_attention import rope_attention
@@ -262,19 +262,11 @@ class Decoder:
             else:
                 q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
                 attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL,
-                                        prefetch=self._weights_after_attention(layer), bulk=decode_step.PREFETCH_BULK)
+                                        early_kv=decode_step.EARLY_KV)
             x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
             gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
             x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x)
         return fused_linear(x, *self._packed(self.head), norm=self.norm, eps=c.norm_eps)
-
-    def _weights_after_attention(self, layer: dict) -> tuple:
-        """What the attention prefetches into L2 for the kernels after it (decode_step.PREFETCH_BYTES): the output
-        projection, then the gate | up weights' first rows; () for nothing."""
-        if not decode_step.PREFETCH_BYTES:
-            return ()
-        return l2_prefetch.regions((self._packed(layer["wo"])[0], self._packed(layer["w13"])[0]),
-                                   decode_step.PREFETCH_BYTES)
 
     # --- generation -----------------------------------------------------------------------------
 
