@@ -64,37 +64,6 @@ def test_decode_attention_matches_float64(B, Hq, Hkv, S, D, splits, descriptors)
     assert got.dtype == q.dtype and (got.double() - want).abs().max() < TOL
 
 
-@pytest.mark.skipif(not runtime.INTERPRETER, reason="the kernel before is stood in for under the interpreter")
-def test_early_kv_reads_the_newest_position_only_after_the_wait(monkeypatch):
-    """With early_kv each program loads its first K/V tile before gdc_wait: every position but each sequence's
-    newest, which the kernel before (the step's rotary kernel) writes. Here gdc_wait writes those rows, as that
-    kernel would, and each program's end puts stale rows back, so every program starts with them stale; the
-    output must be attention over the new rows (newest positions in a split's first tile, a later one, and at 0)."""
-    from gpuprinciples.toolchain import interpreter
-    gen = torch.Generator().manual_seed(11)
-    q, k, v, _ = random_cache(gen, 3, 8, 2, 150, 32)
-    lens = torch.tensor([150, 100, 1], dtype=torch.int32, device=DEVICE)  # CPU plan: 64-key tiles, 128-key splits
-    newest = [(b, int(n) - 1) for b, n in enumerate(lens)]
-    fresh_k, fresh_v = k.clone(), v.clone()
-    for b, pos in newest:  # what the rotary kernel writes: new rows, where the cache held stale ones
-        fresh_k[b, :, pos], fresh_v[b, :, pos] = torch.randn(2, 2, 32, generator=gen).to(DEVICE, DTYPE)
-        k[b, :, pos], v[b, :, pos] = 1e3, -1e3
-
-    def rows(source_k, source_v):
-        for b, pos in newest:
-            k[b, :, pos], v[b, :, pos] = source_k[b, :, pos], source_v[b, :, pos]
-
-    stale_k, stale_v = k.clone(), v.clone()
-    monkeypatch.setitem(interpreter.PDL_UNDER_INTERPRETER, "gdc_wait", lambda: rows(fresh_k, fresh_v))
-    monkeypatch.setitem(interpreter.PDL_UNDER_INTERPRETER, "gdc_launch_dependents", lambda: rows(stale_k, stale_v))
-    want = decoding.attention_reference(q, fresh_k, fresh_v, lens)
-    for early in (True, False):
-        got = decode_attention(q, k, v, lens, descriptors=False, pdl=True, early_kv=early)
-        assert (got.double() - want).abs().max() < TOL, f"early_kv={early}"
-    monkeypatch.setitem(interpreter.PDL_UNDER_INTERPRETER, "gdc_wait", lambda: None)  # the rows never come
-    assert (decode_attention(q, k, v, lens, descriptors=False, pdl=True, early_kv=True).double() - want).abs().max() > 1
-
-
 @pytest.mark.parametrize("descriptors", [True, False])
 def test_decode_attention_reads_each_live_element_once_and_nothing_else(descriptors):
     if not runtime.INTERPRETER:

@@ -47,10 +47,7 @@ remaining items are skipped and say so):
    K/V through tensor descriptors always or plain loads for splits under `DESCRIPTOR_MIN_TILES` tiles (the default),
    splits at least 4 or 2 (the default) tiles long, 4 stages;
 14. decode attention alone, K/V through tensor descriptors or plain loads: the long context (the exercise's timed
-   case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions;
-15. decode attention's first K/V tile loaded before its PDL wait, while the rotary kernel runs (`decode_step.
-   EARLY_KV`), with splits at least 2 tiles (the default) or 1 (then a program's whole split before the wait): the
-   graphed step of LLAMA_1B and LLAMA_8B, in turns.
+   case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -875,21 +872,6 @@ def attention_loads():
     return out
 
 
-def early_kv(on: bool, least: int):
-    """The fused step with decode attention's first K/V tile before its PDL wait (`on`), splits >= `least` tiles."""
-    stack = contextlib.ExitStack()
-    stack.enter_context(ds.switched("EARLY_KV", on))
-    stack.enter_context(least_blocks(least))
-    return stack
-
-
-@item
-def early_kvs():
-    """15. decode attention's first K/V tile before its PDL wait, in the step: off and on, splits >= 2 and 1 tile"""
-    return step_variants({f"splits >= {least} tiles, K/V {'before' if on else 'after'} the wait":
-                          (lambda on=on, least=least: early_kv(on, least)) for least in (2, 1) for on in (False, True)})
-
-
 # -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
@@ -945,7 +927,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
-                step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_kvs):
+                step_splits, one_launch, attention_forms, attention_plans, attention_loads):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

@@ -425,9 +425,8 @@ def _library_calls_in_interpreter(interp) -> None:
         for name in fn.__code__.co_names:
             value = fn.__globals__.get(name)
             module = getattr(value, "__module__", None)
-            gdc_name = next((n for n, f in gdc.items() if value is f), None)
-            if gdc_name:
-                found[name] = ("nothing", gdc_name)
+            if any(value is f for f in gdc.values()):
+                found[name] = ("nothing", None)
             elif module in (generic.__name__, cuda.__name__) and hasattr(cuda, getattr(value, "__name__", "")):
                 found[name] = ("libdevice", value.__name__)
             elif module in (tl.math.__name__, tl.core.__name__) and tl.core.is_builtin(value):
@@ -437,7 +436,7 @@ def _library_calls_in_interpreter(interp) -> None:
     def patched(fn):
         scope = patch_lang(fn)
         for name in gdc:
-            scope.set_attr(extra_cuda, name, _pdl_stand_in(name))
+            scope.set_attr(extra_cuda, name, _does_nothing)
         imported = by_name(fn)
         # patching it costs a few ms, and device calls patch again each time: not for PDL's no-ops alone
         if uses_libdevice(fn) or any(kind != "nothing" for kind, _ in imported.values()):
@@ -447,7 +446,7 @@ def _library_calls_in_interpreter(interp) -> None:
         names = _ModuleNames(fn.__globals__)  # bound for this run, put back by the scope's restore
         for name, (kind, what) in imported.items():
             if kind == "nothing":
-                scope.set_attr(names, name, _pdl_stand_in(what))
+                scope.set_attr(names, name, _does_nothing)
             elif kind == "libdevice":
                 scope.set_attr(names, name, getattr(cuda, what))
             else:
@@ -459,15 +458,6 @@ def _library_calls_in_interpreter(interp) -> None:
 
 def _does_nothing(*args, **kwargs) -> None:
     return None
-
-
-# What PDL's calls do under the interpreter, by name: nothing, where each kernel runs to its end before the next
-# starts. A test may stand in for the kernel before (write, at gdc_wait, what that kernel would have written).
-PDL_UNDER_INTERPRETER = {name: _does_nothing for name in compat.GDC_FUNCTIONS}
-
-
-def _pdl_stand_in(name: str):
-    return lambda *args, **kwargs: PDL_UNDER_INTERPRETER[name](*args, **kwargs)
 
 
 def _bf16_dots(interp) -> None:

@@ -42,20 +42,11 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
                     sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh, spb, sph, sps, slb, slh,
                     G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
                     SINGLE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr = False,
-                    DESCRIPTORS: tl.constexpr = True, EARLY_KV: tl.constexpr = False):
-    tl.static_assert(not (EARLY_KV and (DESCRIPTORS or not PDL)), "K/V before the wait: plain loads, with PDL")
-    offs_d = tl.arange(0, D)
-    if EARLY_KV:  # the kernel before writes q and each sequence's newest position; every other one is older
-        b, hkv, split, seq_len, start, end = split_of(SeqLens, Hkv, chunk)
-        k_head = K + b * skb + hkv * skh
-        v_head = V + b * svb + hkv * svh
-        first = start + tl.arange(0, BLOCK_N)
-        k_first, v_first = kv_tile(k_head, v_head, first, first < tl.minimum(end, seq_len - 1), sks, svs, offs_d)
+                    DESCRIPTORS: tl.constexpr = True):
     if PDL:  # launched early (decode_step.pdl): q and this step's key come from the kernel before
         tl.extra.cuda.gdc_wait()
-    if not EARLY_KV:
-        b, hkv, split, seq_len, start, end = split_of(SeqLens, Hkv, chunk)
-    heads, rows, q = query_tile(Q, b, hkv, seq_len, start, sqb, sqh, G, BLOCK_G, D)
+    b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
+                                                                              G, BLOCK_G, D)
     if DESCRIPTORS:
         k_desc = tl.make_tensor_descriptor(K + b * skb + hkv * skh, shape=[seq_len, D], strides=[sks, 1],
                                            block_shape=[BLOCK_N, D])
@@ -67,20 +58,15 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
     m_i = tl.full([BLOCK_G], -float("inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
-    if EARLY_KV:  # the first tile, with the newest position now written if it lies there
-        newest = (first == seq_len - 1) & (first < end)
-        k_new, v_new = kv_tile(k_head, v_head, first, newest, sks, svs, offs_d)
-        if start < end:  # (a split past the sequence's end attends to nothing)
-            m_i, l_i, acc = attend(q, tl.where(newest[:, None], k_new, k_first),
-                                   tl.where(newest[:, None], v_new, v_first), first < end, m_i, l_i, acc,
-                                   qk_scale, PRECISION)
-    for n in range(start + EARLY_KV * BLOCK_N, end, BLOCK_N):
+    for n in range(start, end, BLOCK_N):
         if DESCRIPTORS:
             k = k_desc.load([n, 0])  # rows past seq_len: zeros, never read from memory
             v = v_desc.load([n, 0])
         else:
             keys = n + tl.arange(0, BLOCK_N)
-            k, v = kv_tile(k_head, v_head, keys, keys < end, sks, svs, offs_d)
+            live = (keys < end)[:, None]
+            k = tl.load(k_head + keys[:, None] * sks + offs_d[None, :], mask=live, other=0.0)
+            v = tl.load(v_head + keys[:, None] * svs + offs_d[None, :], mask=live, other=0.0)
         m_i, l_i, acc = attend(q, k, v, n + tl.arange(0, BLOCK_N) < end, m_i, l_i, acc, qk_scale, PRECISION)
     if PDL:
         tl.extra.cuda.gdc_launch_dependents()
@@ -88,44 +74,22 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
 
 
 @triton.jit
-def kv_tile(k_head, v_head, keys, live, sks, svs, offs_d):
-    """Rows `keys` of one KV head's K and V (rows not `live`: zeros, not read)."""
-    k = tl.load(k_head + keys[:, None] * sks + offs_d[None, :], mask=live[:, None], other=0.0)
-    v = tl.load(v_head + keys[:, None] * svs + offs_d[None, :], mask=live[:, None], other=0.0)
-    return k, v
-
-
-@triton.jit
-def split_of(SeqLens, Hkv, chunk):
-    """This program's (sequence b, KV head, split), its sequence's length and its positions [start, end)."""
+def load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr):
+    """This program's (sequence b, KV head, split), its positions [start, end), and the tile of the G query
+    heads that read the KV head (rows ≥ G, and every row of a split past the sequence's end, masked)."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     b = (pid // Hkv).to(tl.int64)
     hkv = (pid % Hkv).to(tl.int64)
     seq_len = tl.load(SeqLens + b)
     start = split * chunk  # chunk is a multiple of BLOCK_N: no tile straddles two splits
-    return b, hkv, split, seq_len, start, tl.minimum(start + chunk, seq_len)
-
-
-@triton.jit
-def query_tile(Q, b, hkv, seq_len, start, sqb, sqh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr):
-    """The tile of the G query heads that read KV head hkv of sequence b (rows ≥ G, and every row of a split
-    past the sequence's end, masked): their head indices, the live rows, the tile."""
+    end = tl.minimum(start + chunk, seq_len)
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, D)
     heads = hkv * G + offs_g
     rows = offs_g < tl.where(start < seq_len, G, 0)  # a split past this sequence's end reads and writes nothing
     q = tl.load(Q + b * sqb + heads[:, None] * sqh + offs_d[None, :], mask=rows[:, None], other=0.0)
-    return heads, rows, q
-
-
-@triton.jit
-def load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh, G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr):
-    """split_of and query_tile in one: this program's (sequence b, KV head, split), its positions [start, end), and
-    its query tile."""
-    b, hkv, split, seq_len, start, end = split_of(SeqLens, Hkv, chunk)
-    heads, rows, q = query_tile(Q, b, hkv, seq_len, start, sqb, sqh, G, BLOCK_G, D)
-    return b, hkv, split, seq_len, start, end, heads, rows, tl.arange(0, D), q
+    return b, hkv, split, seq_len, start, end, heads, rows, offs_d, q
 
 
 @triton.jit
@@ -197,7 +161,7 @@ GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 2,
 # ones. A program builds its descriptors on the device, a fixed cost that a long split amortises and a short one
 # does not (docs/roof-h200.md#fifth-pass and #sixth-pass, an H100: the long context's 64-tile splits as fast either
 # way; batch 1 from 4096 positions, 2-4 tile splits, 13.7 against 15.8 µs at D 64, 19.1 against 20.2 at D 128; the
-# graphed step 2.7 % faster at LLAMA_1B, 1.0 % at LLAMA_8B).
+# graphed step 2.5 % faster at LLAMA_1B, 1.0 % at LLAMA_8B).
 DESCRIPTOR_MIN_TILES = 16
 
 
@@ -291,23 +255,19 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, seq_lens: torch.Tensor, *,
                      splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
-                     num_stages: int | None = None, descriptors: bool | None = None, pdl: bool = False,
-                     early_kv: bool = False) -> torch.Tensor:
+                     num_stages: int | None = None, descriptors: bool | None = None, pdl: bool = False
+                     ) -> torch.Tensor:
     """softmax(q · k[:len]ᵀ / √D) · v[:len] per sequence and query head, for one new token.
 
     The keyword arguments fix the launch parameters instead of the defaults (`plan`); `pdl` launches both kernels
-    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl). `early_kv` (with PDL and
-    plain loads): each program loads its first K/V tile before its wait, while the kernel before still runs, so
-    that kernel may write q and each sequence's newest position (seq_lens - 1), nothing else this one reads (the
-    fused step's rotary kernel)."""
+    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl)."""
     _, Hkv, s_max, D = k_cache.shape
     assert v_cache.shape == k_cache.shape and k_cache.stride(-1) == v_cache.stride(-1) == 1
     G = check_shapes(q, Hkv, D, seq_lens)
     cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages, descriptors=descriptors)
-    early = early_kv and not cfg["descriptors"] and bool(pdl_options(pdl, q))
     return launch(split_kv_kernel, q, seq_lens, Hkv, G, (k_cache, v_cache),
                   (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl,
-                  extra={"DESCRIPTORS": cfg["descriptors"], "EARLY_KV": early})
+                  extra={"DESCRIPTORS": cfg["descriptors"]})
 
 
 # -------------------------------------------------------------------------------------------------

@@ -176,14 +176,11 @@ PDL = True
 # Off: on an H200 one launch made the graphed step 4 % slower at LLAMA_1B, 2 % at LLAMA_8B; on an H100 the merge in
 # the kernel was that cost, and without it the step was as fast as with three launches (docs/roof-h200.md#one-launch).
 ONE_LAUNCH_ATTENTION = False
-# Decode attention's first K/V tile loaded before its PDL wait, while the rotary kernel runs (decode_attention's
-# `early_kv`: with plain loads only; the rotary kernel writes q and the newest position, nothing else it reads).
-EARLY_KV = False
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_KV) set to `value` inside the block."""
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION) set to `value` inside the block."""
     saved = globals()[name]
     globals()[name] = value
     try:

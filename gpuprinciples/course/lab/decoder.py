@@ -261,8 +261,7 @@ class Decoder:
                                       self.split_counts[i], pdl=decode_step.PDL)
             else:
                 q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
-                attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL,
-                                        early_kv=decode_step.EARLY_KV)
+                attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
             x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
             gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
             x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x)
