@@ -308,8 +308,25 @@ def test_the_pdl_switch_changes_no_value_of_the_fused_step(monkeypatch):
     else:
         assert len(on_launches) == len(off_launches) == 3 + (5 + 6) * TINY.n_layers + 2 + 2
         assert all(kwargs["PDL"] and kwargs["launch_pdl"] for _, _, kwargs in on_launches)
+        linear = [kwargs for kernel, _, kwargs in on_launches if kernel is decode_step.fused_linear_kernel]
+        assert linear and all(kwargs["EARLY_TRIGGER"] for kwargs in linear)  # every grid "one wave" here
     for a, b in zip(off, on):
         assert torch.equal(a, b) if runtime.INTERPRETER else (a.float() - b.float()).abs().max() < TOL
+
+
+def test_only_a_grid_of_one_wave_lets_the_next_kernel_start_after_its_wait(monkeypatch):
+    """fused_linear triggers the next launch right after its wait when its grid has at most EARLY_TRIGGER (8)
+    programs per SM (an H100's or H200's 132 SMs here), else after its weight loop; never without PDL."""
+    monkeypatch.setattr(decode_step, "_sm_count", lambda device: 132)
+    monkeypatch.setattr(decode_step, "pdl_options", lambda x: {"PDL": True, "launch_pdl": True})
+    gpu = types.SimpleNamespace(is_cuda=True, device=None)
+    assert decode_step.EARLY_TRIGGER == 8
+    assert decode_step.early_trigger(gpu, (1, 8 * 132)) and decode_step.early_trigger(gpu, (2, 4 * 132))
+    assert not decode_step.early_trigger(gpu, (1, 8 * 132 + 1))  # LLAMA_1B's gate | up: 8192 programs
+    with decode_step.switched("EARLY_TRIGGER", None):
+        assert not decode_step.early_trigger(gpu, (1, 1))
+    monkeypatch.setattr(decode_step, "pdl_options", lambda x: {})
+    assert not decode_step.early_trigger(gpu, (1, 1))
 
 
 def test_each_pdl_kernel_compiles_for_hopper_with_its_grid_dependency_instructions(monkeypatch):

@@ -47,7 +47,10 @@ remaining items are skipped and say so):
    K/V through tensor descriptors always or plain loads for splits under `DESCRIPTOR_MIN_TILES` tiles (the default),
    splits at least 4 or 2 (the default) tiles long, 4 stages;
 14. decode attention alone, K/V through tensor descriptors or plain loads: the long context (the exercise's timed
-   case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions.
+   case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions;
+15. where fused_linear lets the next kernel launch (`decode_step.EARLY_TRIGGER`): after its weight loop, or right
+   after its PDL wait for grids of at most 8 (the default) or 16 programs per SM, or for every grid; the graphed step
+   of LLAMA_1B and LLAMA_8B, in turns.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -872,6 +875,19 @@ def attention_loads():
     return out
 
 
+def trigger_name(most: int | None) -> str:
+    if most is None:
+        return "next kernel launched after the weight loop"
+    return f"after the wait, grids of at most {most} programs an SM"
+
+
+@item
+def early_trigger():
+    """15. fused_linear lets the next kernel launch after its wait, not after its weight loop, for grids this small"""
+    return step_variants({trigger_name(most): (lambda most=most: ds.switched("EARLY_TRIGGER", most))
+                          for most in (None, 8, 16, 1 << 20)})  # 1 << 20: every grid
+
+
 # -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
@@ -927,7 +943,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
-                step_splits, one_launch, attention_forms, attention_plans, attention_loads):
+                step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

@@ -30,8 +30,9 @@ kernels (and the fused step's attention) launch with `launch_pdl=True`, so each 
 drains: fused_linear loads its first weight tile (weights: no kernel of the step writes them) before
 `gdc_wait()`, and reads x, the residual and the position only after it. (Two tiles, at LLAMA_1B's shapes all of a
 program's weights, made the step 2 % slower on an H200: docs/roof-h200.md.) Every program waits, so a kernel's end
-still implies its predecessors' ends. Under the interpreter the PDL form of each kernel runs with the waits doing
-nothing: the same values.
+still implies its predecessors' ends. A kernel lets the next one launch after its weight loop, or, for a grid of one
+wave (`EARLY_TRIGGER`), right after its wait. Under the interpreter the PDL form of each kernel runs with the waits
+doing nothing: the same values.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ NO_PROLOGUE, RMSNORM, SWIGLU = 0, 1, 2
 def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, sym,
                         PROLOGUE: tl.constexpr, SCALED: tl.constexpr, RESIDUAL: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
-                        PDL: tl.constexpr = False):
+                        PDL: tl.constexpr = False, EARLY_TRIGGER: tl.constexpr = False):
     pid_m = tl.program_id(0)  # fastest: the programs that share a weight tile run side by side (L2)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -66,6 +67,8 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
         first_k = offs_k < K
         w_first = tl.load(w_rows + offs_k[None, :], mask=live_n[:, None] & first_k[None, :], other=0.0)
         tl.extra.cuda.gdc_wait()  # every program waits, so this kernel's end implies its predecessors' ends
+        if EARLY_TRIGGER:  # the next kernel may start its early part as soon as every program of this one runs
+            tl.extra.cuda.gdc_launch_dependents()
     rstd = tl.zeros([BLOCK_M], tl.float32)
     if PROLOGUE == 1:  # RMSNorm: the row's sum of squares first (x is a few KB, and stays in cache)
         squares = tl.zeros([BLOCK_M, BLOCK_K], tl.float32)
@@ -86,7 +89,7 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
         live_k = ks < K
         w = tl.load(w_rows + ks[None, :], mask=live_n[:, None] & live_k[None, :], other=0.0).to(tl.float32)
         acc = _multiply_add(acc, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE, BLOCK_M)
-    if PDL:  # every weight is read: the next kernel may start its own early part
+    if PDL and not EARLY_TRIGGER:  # every weight is read: the next kernel may start its own early part
         tl.extra.cuda.gdc_launch_dependents()
     if BLOCK_M == 1:
         acc = tl.sum(acc, 1)[None, :]
@@ -176,11 +179,18 @@ PDL = True
 # Off: on an H200 one launch made the graphed step 4 % slower at LLAMA_1B, 2 % at LLAMA_8B; on an H100 the merge in
 # the kernel was that cost, and without it the step was as fast as with three launches (docs/roof-h200.md#one-launch).
 ONE_LAUNCH_ATTENTION = False
+# With PDL, fused_linear lets the next kernel launch as soon as each of its own programs has passed its wait (all of
+# them running), not after their weight loops, when its grid has at most EARLY_TRIGGER programs per SM (one wave;
+# None: never): the next kernel's programs then take SMs as this one's leave, and start their first tile. On an
+# H100 (docs/roof-h200.md#sixth-pass) the graphed step of LLAMA_8B, whose matrices run in a wave of long programs,
+# took 5.606 ms with it against 5.715; LLAMA_1B's gate | up product (62 short programs per SM) and head, with it,
+# made that step 2.5 % slower, and the rule leaves them out (1.131 against 1.134 ms).
+EARLY_TRIGGER = 8
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION) set to `value` inside the block."""
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER) set to `value` inside the block."""
     saved = globals()[name]
     globals()[name] = value
     try:
@@ -235,8 +245,16 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
         residual.stride(0) if residual is not None else 0, y.stride(0), PROLOGUE=prologue,
         SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg,
-        **pdl_options(x))
+        **pdl_options(x), **({"EARLY_TRIGGER": True} if early_trigger(x, grid) else {}))
     return y
+
+
+def early_trigger(x: torch.Tensor, grid: tuple) -> bool:
+    """Whether fused_linear's launch on this grid lets the next kernel start after its wait (EARLY_TRIGGER; under
+    the interpreter, whose SMs are not real, every PDL launch does: the same values either way)."""
+    if EARLY_TRIGGER is None or not pdl_options(x):
+        return False
+    return not x.is_cuda or grid[0] * grid[1] <= EARLY_TRIGGER * _sm_count(x.device)
 
 
 # -------------------------------------------------------------------------------------------------
