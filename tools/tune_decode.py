@@ -50,7 +50,9 @@ remaining items are skipped and say so):
    case) and batch 1 at LLAMA_1B's and LLAMA_8B's head dims (64, 128) from 4096 positions;
 15. where fused_linear lets the next kernel launch (`decode_step.EARLY_TRIGGER`): after its weight loop, or right
    after its PDL wait for grids of at most 8 (the default) or 16 programs per SM, or for every grid; the graphed step
-   of LLAMA_1B and LLAMA_8B, in turns.
+   of LLAMA_1B and LLAMA_8B, in turns;
+16. LLAMA_1B's tuned tiles (`decode_step.TUNED`) against the rule's (`gpu_config`: one wave of longer programs),
+   with fused_linear's launch trigger after the wait for one-wave grids, every grid, or none.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -888,6 +890,26 @@ def early_trigger():
                           for most in (None, 8, 16, 1 << 20)})  # 1 << 20: every grid
 
 
+def tiles_and_trigger(tuned: bool, most: int | None):
+    """fused_linear with the tuned tile table (else the rule's tiles for every shape), EARLY_TRIGGER = `most`."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(ds.switched("EARLY_TRIGGER", most))
+    if not tuned:
+        stack.enter_context(mock.patch.object(ds, "TUNED", {}))
+    return stack
+
+
+TILES = {True: "the tuned", False: "the rule's"}
+
+
+@item
+def rule_tiles_and_trigger():
+    """16. LLAMA_1B's tuned tiles against the rule's (one wave of longer programs), with each launch trigger"""
+    return step_variants({f"{TILES[tuned]} tiles, {trigger_name(most)}":
+                          (lambda tuned=tuned, most=most: tiles_and_trigger(tuned, most))
+                          for tuned, most in ((True, 8), (False, 8), (False, 1 << 20), (False, None))})
+
+
 # -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
@@ -943,7 +965,8 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
-                step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger):
+                step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
+                rule_tiles_and_trigger):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:
