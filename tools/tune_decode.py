@@ -812,16 +812,12 @@ def one_launch():
     return switch_off_and_on(ds.one_launch_attention, "one-launch attention")
 
 
-@contextlib.contextmanager
 def attention_form(one_launch: bool, early_tile: bool = True, merge_in_kernel: bool = True):
     """The fused step's attention: three launches, or rope_attention with its two options."""
-    saved = ra.EARLY_TILE, ra.MERGE_IN_KERNEL
-    ra.EARLY_TILE, ra.MERGE_IN_KERNEL = early_tile, merge_in_kernel
-    try:
-        with ds.one_launch_attention(one_launch):
-            yield
-    finally:
-        ra.EARLY_TILE, ra.MERGE_IN_KERNEL = saved
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.multiple(ra, EARLY_TILE=early_tile, MERGE_IN_KERNEL=merge_in_kernel))
+    stack.enter_context(ds.one_launch_attention(one_launch))
+    return stack
 
 
 ATTENTION_FORMS = {  # name -> attention_form's arguments
