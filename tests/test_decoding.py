@@ -11,7 +11,7 @@ from gpuprinciples.course.exercises import decoding
 from gpuprinciples.course.kernels import decode_attention as decode_attention_module
 from gpuprinciples.course.kernels import decode_step, rope_attention
 from gpuprinciples.course.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
-from gpuprinciples.course.kernels.decode_step import fused_linear, rope_and_cache
+from gpuprinciples.course.kernels.decode_step import embed_and_lengths, fused_linear, greedy_next, rope_and_cache
 from gpuprinciples.course.kernels.paged_attention import gather_pages, paged_decode_attention
 from gpuprinciples.course.kernels.weight_only_matmul import dequantized_linear, quantize, weight_only_matmul
 from gpuprinciples.course.kit import Case, LiveLoads, judge_live_loads
@@ -262,7 +262,8 @@ class _Recorded:
 
 PDL_KERNELS = ((decode_step, "fused_linear_kernel"), (decode_step, "rope_cache_kernel"),
                (decode_attention_module, "split_kv_kernel"), (decode_attention_module, "merge_splits_kernel"),
-               (rope_attention, "rope_attention_kernel"))
+               (rope_attention, "rope_attention_kernel"), (decode_step, "embed_kernel"),
+               (decode_step, "argmax_part_kernel"), (decode_step, "argmax_finish_kernel"))
 
 
 def _pdl_step(on: bool, monkeypatch):
@@ -291,6 +292,9 @@ def _pdl_step(on: bool, monkeypatch):
                 outputs.append(model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE)))
             q, k, v, lens = random_cache(gen, 2, 8, 2, 300, 32)
             outputs.append(decode_attention(q, k, v, lens, splits=3, pdl=decode_step.PDL))
+            tokens, seq_lens = nxt.clone(), torch.full((2,), 9, dtype=torch.int32, device=DEVICE)
+            model.step(tokens, seq_lens)  # the step's ends: embed_and_lengths, and greedy_next's two launches
+            outputs += [tokens, seq_lens]
     return outputs, [(r.kernel, *launch) for _, _, r in recorded for launch in r.launches]
 
 
@@ -306,12 +310,49 @@ def test_the_pdl_switch_changes_no_value_of_the_fused_step(monkeypatch):
     if DEVICE == "cuda" and torch.cuda.get_device_capability()[0] < 9:
         assert all("PDL" not in kwargs for _, _, kwargs in on_launches)  # no PDL before Hopper: the switch waits
     else:
-        assert len(on_launches) == len(off_launches) == 3 + (5 + 6) * TINY.n_layers + 2 + 2
+        two_decodes, the_step = (5 + 6) * TINY.n_layers + 2 + 2, 1 + 6 * TINY.n_layers + 1 + 2  # embed ... argmax
+        assert len(on_launches) == len(off_launches) == 3 + two_decodes + 2 + the_step
         assert all(kwargs["PDL"] and kwargs["launch_pdl"] for _, _, kwargs in on_launches)
         linear = [kwargs for kernel, _, kwargs in on_launches if kernel is decode_step.fused_linear_kernel]
         assert linear and all(kwargs["EARLY_TRIGGER"] for kwargs in linear)  # every grid "one wave" here
     for a, b in zip(off, on):
         assert torch.equal(a, b) if runtime.INTERPRETER else (a.float() - b.float()).abs().max() < TOL
+
+
+def test_greedy_next_is_torch_argmax_with_its_ties_and_counts_the_position():
+    """Two launches (the largest of each 1024-logit block, then of the blocks) pick what torch.argmax picks: the
+    first index among equal largest values, within a block and across blocks; seq_lens += 1."""
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(4, 3000, generator=gen).to(DEVICE, DTYPE)
+    logits[1, [700, 2900]] = 9.0  # a tie across blocks: the first wins
+    logits[2, [1030, 1031]] = 9.0  # a tie inside one block
+    logits[3, 2999] = 9.0  # the last logit, in the ragged last block
+    tokens = torch.zeros(4, dtype=torch.long, device=DEVICE)
+    seq_lens = torch.tensor([0, 5, 7, 4094], dtype=torch.int32, device=DEVICE)
+    greedy_next(logits, tokens, seq_lens)
+    assert torch.equal(tokens, logits.argmax(dim=-1)) and tokens[1:].tolist() == [700, 1030, 2999]
+    assert seq_lens.tolist() == [1, 6, 8, 4095]
+
+
+def test_the_steps_ends_in_triton_change_no_token():
+    """embed_and_lengths is embed[tokens] and seq_lens + 1; a fused step with the Triton ends (the default) leaves the
+    same logits, token and length as with PyTorch's indexing, argmax and adds."""
+    gen = torch.Generator().manual_seed(8)
+    embed = torch.randn(50, 300, generator=gen).to(DEVICE, DTYPE)
+    tokens = torch.tensor([3, 49, 0], device=DEVICE)
+    x, lengths = embed_and_lengths(embed, tokens, torch.tensor([0, 9, 15], dtype=torch.int32, device=DEVICE))
+    assert torch.equal(x, embed[tokens]) and lengths.tolist() == [1, 10, 16]
+    model = Decoder(TINY, batch=2, max_seq=16, fused=True)
+    model.prefill(torch.randint(0, TINY.vocab, (2, 5), generator=gen).to(DEVICE))
+    ends = []
+    for fused_ends in (False, True):
+        with decode_step.switched("FUSED_ENDS", fused_ends):
+            tokens = torch.tensor([1, 2], device=DEVICE)
+            seq_lens = torch.full((2,), 5, dtype=torch.int32, device=DEVICE)
+            logits = model.decode(tokens, seq_lens)
+            model.step(tokens, seq_lens)
+            ends.append((logits, tokens, seq_lens))
+    assert all(torch.equal(a, b) for a, b in zip(*ends)) and ends[1][2].tolist() == [6, 6]
 
 
 def test_only_a_grid_of_one_wave_lets_the_next_kernel_start_after_its_wait(monkeypatch):
@@ -379,13 +420,17 @@ def test_the_fused_step_is_the_pytorch_step_in_seven_launches_a_layer_or_five(fm
         got = fused.decode(nxt, lens).float()
     assert (got - want).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
     assert (fused.k_cache - plain.k_cache).abs().max() < TOL and (fused.v_cache - plain.v_cache).abs().max() < TOL
-    assert rec.triton_launches <= 7 * TINY.n_layers + 1  # 4 matmuls, rope_and_cache, attention's 1 or 2; the head
-    assert sum(rec.torch_compute_ops.values()) == 2  # the embedding lookup and seq_lens + 1
+    # 4 matmuls, rope_and_cache, attention's 1 or 2 a layer; the embedding with seq_lens + 1, and the head
+    assert rec.triton_launches <= 7 * TINY.n_layers + 2
+    assert sum(rec.torch_compute_ops.values()) == 0
+    with decode_step.switched("FUSED_ENDS", False), counters.record() as rec:
+        fused.decode(nxt, lens)
+    assert sum(rec.torch_compute_ops.values()) == 2  # PyTorch's embedding lookup and seq_lens + 1
     with decode_step.one_launch_attention(), counters.record() as rec:
         one = fused.decode(nxt, lens).float()
     assert (one - got).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
-    assert rec.triton_launches == 5 * TINY.n_layers + 1  # the attention block in one launch
-    assert sum(rec.torch_compute_ops.values()) == 1  # the embedding lookup
+    assert rec.triton_launches == 5 * TINY.n_layers + 2  # the attention block in one launch
+    assert sum(rec.torch_compute_ops.values()) == 0
 
 
 def test_quantised_weights_halve_the_bytes_and_keep_the_logits_close():

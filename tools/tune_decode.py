@@ -52,7 +52,9 @@ remaining items are skipped and say so):
    after its PDL wait for grids of at most 8 (the default) or 16 programs per SM, or for every grid; the graphed step
    of LLAMA_1B and LLAMA_8B, in turns;
 16. LLAMA_1B's tuned tiles (`decode_step.TUNED`) against the rule's (`gpu_config`: one wave of longer programs),
-   with fused_linear's launch trigger after the wait for one-wave grids, every grid, or none.
+   with fused_linear's launch trigger after the wait for one-wave grids, every grid, or none;
+17. the step's two ends (the token's embedding and the cache length; the argmax, the token's copy and the length's
+   increment) as PyTorch's five launches or as three Triton kernels with PDL (`decode_step.FUSED_ENDS`, the default).
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -906,6 +908,13 @@ def rule_tiles_and_trigger():
                           for tuned, most in ((True, 8), (False, 8), (False, 1 << 20), (False, None))})
 
 
+@item
+def step_ends():
+    """17. the step's ends (embedding, argmax, the length) as PyTorch's five launches or three Triton ones with PDL"""
+    return step_variants({f"the step's ends {'in Triton, with PDL' if on else 'in PyTorch'}":
+                          (lambda on=on: ds.switched("FUSED_ENDS", on)) for on in (False, True)})
+
+
 # -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
@@ -962,7 +971,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger):
+                rule_tiles_and_trigger, step_ends):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

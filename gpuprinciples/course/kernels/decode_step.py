@@ -25,6 +25,10 @@ Five launches per layer in all, besides attention's two: 7 instead of ~46. `one_
 `kernels/rope_attention.py` does the rotary embedding, the cache write and the attention with its merge in one
 launch, 5 a layer (not the default: measured slower on an H200, `ONE_LAUNCH_ATTENTION`).
 
+The step's two ends are kernels too (`FUSED_ENDS`): `embed_and_lengths` (the token's embedding row and the cache's
+length with it) and `greedy_next` (the argmax over the vocabulary in two passes, the token written, the length
+counted), three launches where PyTorch's indexing, add, argmax, copy and add take five.
+
 PDL (Programmatic Dependent Launch, sm_90+), on by default (`with pdl(False):` for a step without it): both
 kernels (and the fused step's attention) launch with `launch_pdl=True`, so each starts while the kernel before it
 drains: fused_linear loads its first weight tile (weights: no kernel of the step writes them) before
@@ -186,11 +190,17 @@ ONE_LAUNCH_ATTENTION = False
 # took 5.606 ms with it against 5.715; LLAMA_1B's gate | up product (62 short programs per SM) and head, with it,
 # made that step 2.5 % slower, and the rule leaves them out (1.131 against 1.134 ms).
 EARLY_TRIGGER = 8
+# The step's two ends as Triton kernels launched with PDL (embed_and_lengths, greedy_next: three launches), where
+# off they are PyTorch's indexing, add, argmax, copy and add (five launches, each without PDL). On an H100 the
+# graphed step of LLAMA_1B took 1.096 ms with them against 1.143, LLAMA_8B's 5.664 against 5.708
+# (docs/roof-h200.md#sixth-pass; an earlier profile of the step on an H200 gave PyTorch's other kernels 47 µs).
+FUSED_ENDS = True
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER) set to `value` inside the block."""
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS) set to `value` inside the
+    block."""
     saved = globals()[name]
     globals()[name] = value
     try:
@@ -305,6 +315,92 @@ def rope_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, posi
         qkv, cos, sin, positions, q, k_cache, v_cache, n_heads, Hkv, qkv.stride(0), cos.stride(0), q.stride(0),
         q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], HALF=D // 2, num_warps=1, **pdl_options(qkv))
     return q
+
+
+# -------------------------------------------------------------------------------------------------
+# The step's two ends: the token's embedding, and the greedy choice of the next token
+# -------------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def embed_kernel(Embed, Tokens, SeqLens, X, Lengths, D, sem, sxb, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+    """Program (b, j): columns [j·BLOCK, (j+1)·BLOCK) of X[b] = Embed[Tokens[b]]; program (b, 0) also writes
+    Lengths[b] = SeqLens[b] + 1 (the cache's length with the new token)."""
+    b = tl.program_id(0).to(tl.int64)
+    j = tl.program_id(1)
+    if PDL:  # the token comes from the step before
+        tl.extra.cuda.gdc_wait()
+    token = tl.load(Tokens + b).to(tl.int64)
+    cols = j * BLOCK + tl.arange(0, BLOCK)
+    row = tl.load(Embed + token * sem + cols, mask=cols < D)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    tl.store(X + b * sxb + cols, row, mask=cols < D)
+    if j == 0:
+        tl.store(Lengths + b, tl.load(SeqLens + b) + 1)
+
+
+def embed_and_lengths(embed: torch.Tensor, tokens: torch.Tensor, seq_lens: torch.Tensor):
+    """(embed[tokens], seq_lens + 1) in one launch: x [B, D] in embed's dtype, lengths [B] int32."""
+    B, D = tokens.shape[0], embed.shape[1]
+    assert embed.stride(1) == 1 and seq_lens.dtype == torch.int32
+    x = torch.empty((B, D), dtype=embed.dtype, device=embed.device)
+    lengths = torch.empty_like(seq_lens)
+    block = min(triton.next_power_of_2(D), 1024)
+    embed_kernel[(B, triton.cdiv(D, block))](embed, tokens, seq_lens, x, lengths, D, embed.stride(0), x.stride(0),
+                                             BLOCK=block, num_warps=4, **pdl_options(embed))
+    return x, lengths
+
+
+@triton.jit
+def argmax_part_kernel(Logits, Values, Indices, V, slb, spb, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+    """Program (b, p): the largest of Logits[b, p·BLOCK : (p+1)·BLOCK] and its first index."""
+    b = tl.program_id(0).to(tl.int64)
+    p = tl.program_id(1)
+    if PDL:  # the logits come from the kernel before
+        tl.extra.cuda.gdc_wait()
+    cols = p * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(Logits + b * slb + cols, mask=cols < V, other=-float("inf")).to(tl.float32)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    best, at = tl.max(x, 0, return_indices=True, return_indices_tie_break_left=True)
+    tl.store(Values + b * spb + p, best)
+    tl.store(Indices + b * spb + p, p * BLOCK + at)
+
+
+@triton.jit
+def argmax_finish_kernel(Values, Indices, Tokens, SeqLens, parts, spb, BLOCK_P: tl.constexpr,
+                         PDL: tl.constexpr = False):
+    """Program b: the largest of the parts' values (the first index among equals) -> Tokens[b]; SeqLens[b] += 1."""
+    b = tl.program_id(0).to(tl.int64)
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+    offs = tl.arange(0, BLOCK_P)
+    values = tl.load(Values + b * spb + offs, mask=offs < parts, other=-float("inf"))
+    indices = tl.load(Indices + b * spb + offs, mask=offs < parts, other=2**31 - 1)
+    if PDL:  # in a loop of eager steps, the next step's embedding may launch
+        tl.extra.cuda.gdc_launch_dependents()
+    best = tl.max(values, 0)
+    tl.store(Tokens + b, tl.min(tl.where(values == best, indices, 2**31 - 1), 0).to(tl.int64))
+    tl.store(SeqLens + b, tl.load(SeqLens + b) + 1)
+
+
+ARGMAX_BLOCK = 1024  # logits a program of the first pass reads: 126 programs a sequence for a 128,256 vocabulary
+
+
+def greedy_next(logits: torch.Tensor, tokens: torch.Tensor, seq_lens: torch.Tensor) -> None:
+    """tokens[b] = argmax(logits[b]) (the first index among equal largest, as torch.argmax), seq_lens += 1, in two
+    launches: the largest of each block of the vocabulary, then of the blocks."""
+    B, V = logits.shape
+    assert logits.stride(1) == 1 and tokens.dtype == torch.int64 and seq_lens.dtype == torch.int32
+    parts = triton.cdiv(V, ARGMAX_BLOCK)
+    values = torch.empty((B, parts), dtype=torch.float32, device=logits.device)
+    indices = torch.empty((B, parts), dtype=torch.int32, device=logits.device)
+    options = pdl_options(logits)
+    argmax_part_kernel[(B, parts)](logits, values, indices, V, logits.stride(0), values.stride(0),
+                                   BLOCK=ARGMAX_BLOCK, num_warps=4, **options)
+    argmax_finish_kernel[(B,)](values, indices, tokens, seq_lens, parts, values.stride(0),
+                               BLOCK_P=triton.next_power_of_2(parts), num_warps=4, **options)
 
 
 # -------------------------------------------------------------------------------------------------

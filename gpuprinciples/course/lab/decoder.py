@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from ..kernels import decode_step
 from ..kernels.decode_attention import decode_attention
-from ..kernels.decode_step import fused_linear, rope_and_cache
+from ..kernels.decode_step import embed_and_lengths, fused_linear, greedy_next, rope_and_cache
 from ..kernels.rope_attention import rope_attention
 from ..kernels.weight_only_matmul import quantize as quantize_weight
 from ..kernels.weight_only_matmul import weight_only_matmul
@@ -251,8 +251,10 @@ class Decoder:
         c = self.config
         B = tokens.shape[0]
         one_launch = decode_step.ONE_LAUNCH_ATTENTION
-        lengths = None if one_launch else seq_lens + 1  # with the new token
-        x = self.embed[tokens]
+        if decode_step.FUSED_ENDS:
+            x, lengths = embed_and_lengths(self.embed, tokens, seq_lens)  # lengths: with the new token
+        else:
+            x, lengths = self.embed[tokens], seq_lens + 1
         for i, layer in enumerate(self.layers):
             k_cache, v_cache = self.k_cache[i, :B], self.v_cache[i, :B]
             qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
@@ -271,7 +273,11 @@ class Decoder:
 
     def step(self, tokens: torch.Tensor, seq_lens: torch.Tensor) -> None:
         """Greedy decoding in place: the next token of each sequence replaces `tokens`, `seq_lens` += 1."""
-        tokens.copy_(self.decode(tokens, seq_lens).argmax(dim=-1))
+        logits = self.decode(tokens, seq_lens)
+        if self.fused and decode_step.FUSED_ENDS:
+            greedy_next(logits, tokens, seq_lens)
+            return
+        tokens.copy_(logits.argmax(dim=-1))
         seq_lens.add_(1)
 
     def graphed_step(self, tokens: torch.Tensor, seq_lens: torch.Tensor):
