@@ -359,15 +359,13 @@ def test_only_a_grid_of_one_wave_lets_the_next_kernel_start_after_its_wait(monke
     """fused_linear triggers the next launch right after its wait when its grid has at most EARLY_TRIGGER (8)
     programs per SM (an H100's or H200's 132 SMs here), else after its weight loop; never without PDL."""
     monkeypatch.setattr(decode_step, "_sm_count", lambda device: 132)
-    monkeypatch.setattr(decode_step, "pdl_options", lambda x: {"PDL": True, "launch_pdl": True})
     gpu = types.SimpleNamespace(is_cuda=True, device=None)
     assert decode_step.EARLY_TRIGGER == 8
-    assert decode_step.early_trigger(gpu, (1, 8 * 132)) and decode_step.early_trigger(gpu, (2, 4 * 132))
-    assert not decode_step.early_trigger(gpu, (1, 8 * 132 + 1))  # LLAMA_1B's gate | up: 8192 programs
+    assert decode_step.early_trigger(gpu, (1, 8 * 132), True) and decode_step.early_trigger(gpu, (2, 4 * 132), True)
+    assert not decode_step.early_trigger(gpu, (1, 8 * 132 + 1), True)  # LLAMA_1B's gate | up: 8192 programs
     with decode_step.switched("EARLY_TRIGGER", None):
-        assert not decode_step.early_trigger(gpu, (1, 1))
-    monkeypatch.setattr(decode_step, "pdl_options", lambda x: {})
-    assert not decode_step.early_trigger(gpu, (1, 1))
+        assert not decode_step.early_trigger(gpu, (1, 1), True)
+    assert not decode_step.early_trigger(gpu, (1, 1), False)  # no PDL
 
 
 def test_each_pdl_kernel_compiles_for_hopper_with_its_grid_dependency_instructions(monkeypatch):

@@ -250,19 +250,23 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
         assert residual.shape == (M, N) and residual.stride(1) == 1
     prologue = SWIGLU if swiglu else RMSNORM if norm is not None else NO_PROLOGUE
     grid = (triton.cdiv(M, block_m), triton.cdiv(N, cfg["BLOCK_N"]))
+    options = pdl_options(x)
+    if early_trigger(x, grid, bool(options)):
+        options["EARLY_TRIGGER"] = True
     fused_linear_kernel[grid](
         x, w, scale if scale is not None else y, norm if norm is not None else y,
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
         residual.stride(0) if residual is not None else 0, y.stride(0), PROLOGUE=prologue,
         SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg,
-        **pdl_options(x), **({"EARLY_TRIGGER": True} if early_trigger(x, grid) else {}))
+        **options)
     return y
 
 
-def early_trigger(x: torch.Tensor, grid: tuple) -> bool:
-    """Whether fused_linear's launch on this grid lets the next kernel start after its wait (EARLY_TRIGGER; under
-    the interpreter, whose SMs are not real, every PDL launch does: the same values either way)."""
-    if EARLY_TRIGGER is None or not pdl_options(x):
+def early_trigger(x: torch.Tensor, grid: tuple, pdl: bool) -> bool:
+    """Whether fused_linear's launch on this grid, with PDL (`pdl`: its pdl_options are on), lets the next kernel
+    start after its wait (EARLY_TRIGGER; under the interpreter, whose SMs are not real, every PDL launch does: the
+    same values either way)."""
+    if EARLY_TRIGGER is None or not pdl:
         return False
     return not x.is_cuda or grid[0] * grid[1] <= EARLY_TRIGGER * _sm_count(x.device)
 
