@@ -55,14 +55,10 @@ remaining items are skipped and say so):
    with fused_linear's launch trigger after the wait for one-wave grids, every grid, or none;
 17. the step's two ends (the token's embedding and the cache length; the argmax, the token's copy and the length's
    increment) as PyTorch's five launches or as three Triton kernels with PDL (`decode_step.FUSED_ENDS`, the default);
-18. what each kind of kernel costs inside the step: the graphed step with one kind left out (the rotary embedding and
-   cache write, decode attention's merge, the whole attention, one of the four products, the head), in turns. The
-   logits are wrong without it; the time it saves is that kernel's share of the step, its overlap with the others
-   included;
-19. each layer's attention half as one launch (`kernels/attention_block.py`, `decode_step.ATTENTION_BLOCK`) against
-   five: LLAMA_1B and LLAMA_8B, off, on, off, on, the values each way, where LLAMA_1B's step goes;
-20. the attention block's q/k/v and output tiles (LLAMA_1B): fewer, longer product programs start the attention
-   programs sooner.
+18. what each kind of kernel costs inside the step (`--model`): the graphed step with one kind left out (the rotary
+   embedding and cache write, decode attention's merge, the whole attention, one of the four products, the head), in
+   turns. The logits are wrong without it; the time it saves is that kernel's share of the step, its overlap with
+   the others included (then the profile of the whole step).
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -777,9 +773,9 @@ def pdl():
 
 def step_variants(variants: dict, models=None) -> dict:
     """The graphed fused step of LLAMA_1B and LLAMA_8B (or `models`: (label, config) pairs) at batch 1 from 4096
-    positions under each of `variants`
-    (name -> a context manager factory; the first is the baseline), two rounds in turns (a drift of the GPU's
-    clock shows as a spread): ms of each round, share of copy, logits against the baseline's."""
+    positions under each of `variants` (name -> a context manager factory; the first is the baseline), two rounds in
+    turns (a drift of the GPU's clock shows as a spread): ms of each round, share of copy, logits against the
+    baseline's."""
     context = sizes(4096, 32)
     copy = copy_ceiling()
     rows = {}
@@ -925,11 +921,11 @@ def step_ends():
                           (lambda on=on: ds.switched("FUSED_ENDS", on)) for on in (False, True)})
 
 
-def without(*left_out: str):
+def without(vocab: int, *left_out: str):
     """The fused step with these kernels left out: "rope" (rope_and_cache: q read from the q/k/v row, nothing
     cached), "merge" (decode attention's merge kernel: its output left unwritten), "attention" (the split kernel
-    and merge: q passed on), or one product: "qkv", "output", "gate/up", "down", "head" (its input passed on, or
-    its residual)."""
+    and merge: q passed on), or one product: "qkv", "output", "gate/up", "down", "head" (the one with `vocab` rows;
+    its input passed on, or its residual)."""
     from gpuprinciples.course.lab import decoder as dec
     stack = contextlib.ExitStack()
     if "rope" in left_out:
@@ -950,7 +946,7 @@ def without(*left_out: str):
         def fused_linear(x, w, scale=None, **kw):
             n, k = w.shape
             role = ("down" if kw.get("swiglu") else "output" if kw.get("residual") is not None
-                    else "head" if n == linear_vocab[0] else "gate/up" if n > 2 * k else "qkv")
+                    else "head" if n == vocab else "gate/up" if n > 2 * k else "qkv")
             if role not in products:
                 return linear(x, w, scale, **kw)
             if kw.get("residual") is not None:
@@ -960,67 +956,23 @@ def without(*left_out: str):
     return stack
 
 
-linear_vocab = [0]  # the head's rows, for `without` (set by the item)
-
-LEFT_OUT = (("nothing",), ("rope",), ("merge",), ("attention",), ("rope", "attention"), ("qkv",), ("output",),
-            ("gate/up",), ("down",), ("head",))
+LEFT_OUT = ((), ("rope",), ("merge",), ("attention",), ("rope", "attention"), ("qkv",), ("output",), ("gate/up",),
+            ("down",), ("head",))
 
 
 @item
 def left_out():
-    """18. each kind of kernel's share of the graphed step: the step with it left out, in turns"""
-    linear_vocab[0] = sizes(LLAMA_1B, TINY).vocab
-    rows = step_variants({"without " + " and ".join(names): (lambda names=names: without(*names))
-                          for names in LEFT_OUT}, models=sizes((("LLAMA_1B", LLAMA_1B),), (("TINY", TINY),)))
-    for label, by_name in rows.items():
-        base = by_name["without nothing"]["ms"]
-        for name, row in by_name.items():
-            saved = min(base) - min(row["ms"])
-            print(f"   {label}: {name:40} saves {saved * 1e3:7.1f} us a step", flush=True)
-        if DEV == "cuda":
-            by_name["profile"] = profile_step("the whole step", filled(LLAMA_1B, 4096), 4096, min(base) / 1e3)
+    """18. each kind of kernel's share of the graphed step (--model): the step with it left out, in turns"""
+    label, config = sizes((f"LLAMA_{ARGS.model.upper()}", MODELS[ARGS.model]), ("TINY", TINY))
+    rows = step_variants({"without " + (" and ".join(names) or "nothing"):
+                          (lambda names=names: without(config.vocab, *names)) for names in LEFT_OUT},
+                         models=((label, config),))[label]
+    base = rows["without nothing"]["ms"]
+    for name, row in rows.items():
+        print(f"   {label}: {name:40} saves {(min(base) - min(row['ms'])) * 1e3:7.1f} us a step", flush=True)
+    if DEV == "cuda":
+        rows["profile"] = profile_step("the whole step", filled(config, 4096), 4096, min(base) / 1e3)
     return rows
-
-
-@item
-def attention_block():
-    """19. the attention half of each layer in one launch (attention_block) against five"""
-    return switch_off_and_on(lambda on: ds.switched("ATTENTION_BLOCK", on), "attention block")
-
-
-BLOCK_TILES = (((8, 512, 3), (8, 512, 3), None, 0), ((8, 512, 3), (8, 512, 3), None, 100),
-               ((8, 512, 3), (8, 512, 3), None, 500), ((8, 512, 3), (8, 512, 3), None, 2000),
-               ((16, 512, 3), (8, 512, 3), None, 500), ((8, 512, 3), (16, 256, 3), None, 500))
-
-
-def block_tiles(qkv, o, splits=None, sleep=None):
-    """The attention block on, with these (BLOCK_N, BLOCK_K, STAGES) tiles for its products (None: the package's),
-    this many splits of the cache (None: decode_attention.plan's), its waiting programs polling every `sleep` ns."""
-    from functools import partial
-
-    from gpuprinciples.course.kernels import attention_block as ab
-    from gpuprinciples.course.lab import decoder as dec
-
-    def config(tiles):
-        return None if tiles is None else {"BLOCK_N": tiles[0], "BLOCK_K": tiles[1], "num_warps": 4, "STAGES": tiles[2]}
-    stack = contextlib.ExitStack()
-    stack.enter_context(ds.switched("ATTENTION_BLOCK", True))
-    if sleep is not None:
-        stack.enter_context(mock.patch.object(ab, "SPIN_SLEEP_NS", sleep))
-    stack.enter_context(mock.patch.object(dec, "attention_block", partial(
-        ab.attention_block, qkv_config=config(qkv), o_config=config(o), **({"splits": splits} if splits else {}))))
-    return stack
-
-
-@item
-def attention_block_tiles():
-    """20. the attention block's product tiles (LLAMA_1B), against five launches"""
-    variants = {"five launches": lambda: ds.switched("ATTENTION_BLOCK", False)}
-    variants.update({f"one launch, q/k/v {qkv or 'default'}, output {o or 'default'}, splits {splits or 'default'}, "
-                     f"polls {sleep} ns": (lambda qkv=qkv, o=o, splits=splits, sleep=sleep:
-                                           block_tiles(qkv, o, splits, sleep))
-                     for qkv, o, splits, sleep in BLOCK_TILES})
-    return step_variants(variants, models=sizes((("LLAMA_1B", LLAMA_1B),), (("TINY", TINY),)))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -1065,7 +1017,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="toy sizes, any device: checks the script runs")
     parser.add_argument("--budget", type=float, default=215.0, help="seconds; items past it are skipped")
     parser.add_argument("--only", default=None, help="item numbers to run, e.g. 2,5")
-    parser.add_argument("--model", choices=sorted(MODELS), default="1b", help="the model of items 2 and 3")
+    parser.add_argument("--model", choices=sorted(MODELS), default="1b", help="the model of items 2, 3 and 18")
     parser.add_argument("--out", default=os.path.join(os.environ["OUT"], "tune_decode.json") if os.environ.get("OUT")
                         else None)
     parsed = parser.parse_args(argv)
@@ -1079,7 +1031,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, attention_block, attention_block_tiles):
+                rule_tiles_and_trigger, step_ends, left_out):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

@@ -58,22 +58,8 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
                         PROLOGUE: tl.constexpr, SCALED: tl.constexpr, RESIDUAL: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
                         PDL: tl.constexpr = False, EARLY_TRIGGER: tl.constexpr = False):
-    # program (0, 1) fastest: the programs that share a weight tile run side by side (L2)
-    linear_program(tl.program_id(0), tl.program_id(1), X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, sym,
-                   Y, 0, PROLOGUE, SCALED, RESIDUAL, BLOCK_M, BLOCK_N, BLOCK_K, STAGES, PDL, False,
-                   (1 if EARLY_TRIGGER else 2) if PDL else 0, "", 0)
-
-
-@triton.jit
-def linear_program(pid_m, pid_n, X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, sym, Ready, ready_count,
-                   PROLOGUE: tl.constexpr, SCALED: tl.constexpr, RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                   BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr,
-                   READY: tl.constexpr, TRIGGER: tl.constexpr, X_CACHE: tl.constexpr, SLEEP: tl.constexpr):
-    """Tile (pid_m, pid_n) of fused_linear: rows [pid_n·BLOCK_N, +BLOCK_N) of y for rows [pid_m·BLOCK_M, +BLOCK_M)
-    of x. Waits before reading x and the residual (with PDL: for the kernel before; READY: until *Ready counts
-    `ready_count` programs of this kernel that wrote x, whose values it then reads past L1, X_CACHE ".cg"), having
-    loaded its first weight tile, polling every SLEEP ns); TRIGGER lets the next kernel launch after the wait (1) or
-    the weight loop (2)."""
+    pid_m = tl.program_id(0)  # fastest: the programs that share a weight tile run side by side (L2)
+    pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -81,38 +67,33 @@ def linear_program(pid_m, pid_n, X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, s
     live_n = offs_n < N
     x_rows = X + offs_m[:, None].to(tl.int64) * sxm
     w_rows = W + offs_n[:, None].to(tl.int64) * swn
-    EARLY: tl.constexpr = PDL or READY
-    if EARLY:  # started early: the first weight tile (no kernel of the step writes weights) while x is not ready
+    if PDL:  # started early: the first weight tile (no kernel of the step writes weights) while the last drains
         first_k = offs_k < K
         w_first = tl.load(w_rows + offs_k[None, :], mask=live_n[:, None] & first_k[None, :], other=0.0)
-        if PDL:
-            tl.extra.cuda.gdc_wait()  # every program waits, so this kernel's end implies its predecessors' ends
-        if READY:
-            wait_for(Ready, ready_count, SLEEP)
-        if TRIGGER == 1:  # the next kernel may start its early part as soon as every program of this one runs
+        tl.extra.cuda.gdc_wait()  # every program waits, so this kernel's end implies its predecessors' ends
+        if EARLY_TRIGGER:  # the next kernel may start its early part as soon as every program of this one runs
             tl.extra.cuda.gdc_launch_dependents()
     rstd = tl.zeros([BLOCK_M], tl.float32)
     if PROLOGUE == 1:  # RMSNorm: the row's sum of squares first (x is a few KB, and stays in cache)
         squares = tl.zeros([BLOCK_M, BLOCK_K], tl.float32)
         for k0 in range(0, K, BLOCK_K):
             ks = k0 + offs_k
-            xk = tl.load(x_rows + ks[None, :], mask=live_m[:, None] & (ks[None, :] < K), other=0.0,
-                         cache_modifier=X_CACHE).to(tl.float32)
+            xk = tl.load(x_rows + ks[None, :], mask=live_m[:, None] & (ks[None, :] < K), other=0.0).to(tl.float32)
             squares += xk * xk
         rstd = tl.math.rsqrt(tl.sum(squares, 1) / K + eps)
     if BLOCK_M == 1:
         acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)  # products summed once, after the loop
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
-    if EARLY:
+    if PDL:
         acc = _multiply_add(acc, w_first.to(tl.float32), x_rows, offs_k, first_k, live_m, K, rstd, Norm, PROLOGUE,
-                            BLOCK_M, X_CACHE)
-    for k0 in tl.range(EARLY * BLOCK_K, K, BLOCK_K, num_stages=STAGES):  # started early: from the second tile
+                            BLOCK_M)
+    for k0 in tl.range(PDL * BLOCK_K, K, BLOCK_K, num_stages=STAGES):  # with PDL, from the second tile
         ks = k0 + offs_k
         live_k = ks < K
         w = tl.load(w_rows + ks[None, :], mask=live_n[:, None] & live_k[None, :], other=0.0).to(tl.float32)
-        acc = _multiply_add(acc, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE, BLOCK_M, X_CACHE)
-    if TRIGGER == 2:  # every weight is read: the next kernel may start its own early part
+        acc = _multiply_add(acc, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE, BLOCK_M)
+    if PDL and not EARLY_TRIGGER:  # every weight is read: the next kernel may start its own early part
         tl.extra.cuda.gdc_launch_dependents()
     if BLOCK_M == 1:
         acc = tl.sum(acc, 1)[None, :]
@@ -126,39 +107,16 @@ def linear_program(pid_m, pid_n, X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, s
 
 
 @triton.jit
-def wait_for(Count, count, SLEEP: tl.constexpr):
-    """Spin until *Count reaches `count` (an acquire: what the programs that counted stored before counting is
-    visible to this program's loads that skip L1), then a barrier: every thread of the program past it. Only for
-    programs counted by programs that started before them (`kernels/attention_block.py`: a ticket says which)."""
-    seen = tl.load(Count, volatile=True)  # plain reads from L2 while waiting: an atomic each try would queue with
-    while seen < count:                   # the counting ones
-        if SLEEP > 0:  # and fewer of them (GPU only: the interpreter runs no PTX, nor needs to wait)
-            seen = tl.inline_asm_elementwise(f"nanosleep.u32 {SLEEP}; mov.b32 $0, $1;", "=r,r", [seen],
-                                             dtype=tl.int32, is_pure=False, pack=1)
-        seen = tl.load(Count, volatile=True)
-    tl.atomic_add(Count, 0, sem="acquire")  # then one acquire, which reads a value at least as late
-    tl.debug_barrier()
-
-
-@triton.jit
-def count_in(Count, sem: tl.constexpr):
-    """Every thread's stores before it (a barrier), then *Count += 1 (a release); returns the count before."""
-    tl.debug_barrier()
-    return tl.atomic_add(Count, 1, sem=sem)
-
-
-@triton.jit
-def _multiply_add(acc, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE: tl.constexpr, BLOCK_M: tl.constexpr,
-                  X_CACHE: tl.constexpr):
+def _multiply_add(acc, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE: tl.constexpr, BLOCK_M: tl.constexpr):
     """acc plus the products of weight tile w [BLOCK_N, BLOCK_K] (fp32) with prologue(x) at columns ks (live_k:
     those < K)."""
     x_mask = live_m[:, None] & live_k[None, :]
     if PROLOGUE == 2:  # SwiGLU: x holds gate | up, each K wide
-        gate = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0, cache_modifier=X_CACHE).to(tl.float32)
-        up = tl.load(x_rows + K + ks[None, :], mask=x_mask, other=0.0, cache_modifier=X_CACHE).to(tl.float32)
+        gate = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
+        up = tl.load(x_rows + K + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
         x = gate * tl.sigmoid(gate) * up
     else:
-        x = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0, cache_modifier=X_CACHE).to(tl.float32)
+        x = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
         if PROLOGUE == 1:
             g = tl.load(Norm + ks, mask=live_k, other=0.0).to(tl.float32)
             x = x * rstd[:, None] * g[None, :]
@@ -237,16 +195,12 @@ EARLY_TRIGGER = 8
 # graphed step of LLAMA_1B took 1.096 ms with them against 1.143, LLAMA_8B's 5.664 against 5.708
 # (docs/roof-h200.md#sixth-pass; an earlier profile of the step on an H200 gave PyTorch's other kernels 47 µs).
 FUSED_ENDS = True
-# Each layer's attention half (RMSNorm + q/k/v product, rotary embedding + cache write, attention and its merge,
-# output product + residual) as one launch of kernels/attention_block.py, whose attention programs load the cache
-# while the q/k/v programs stream their weights, where off it is five launches.
-ATTENTION_BLOCK = False
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS, ATTENTION_BLOCK) set to
-    `value` inside the block."""
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS) set to `value` inside the
+    block."""
     saved = globals()[name]
     globals()[name] = value
     try:
@@ -286,7 +240,11 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
     assert x.shape[1] == (2 * K if swiglu else K), f"x is [M, {'2K' if swiglu else 'K'}] for w {tuple(w.shape)}"
     assert x.stride(1) == 1 and w.stride(1) == 1, "rows of x and w contiguous"
     assert (scale is None) == (w.dtype == x.dtype), "8-bit weights need their scales; bf16 ones none"
-    block_m, cfg = linear_tiles(x, w, config)
+    cfg = dict(config or config_for(x, w))
+    block_m = min(triton.next_power_of_2(M), 4)
+    block_k = cfg.pop("BLOCK_K")
+    while block_m * cfg["BLOCK_N"] * block_k > MAX_TILE_ELEMENTS * cfg["num_warps"] // 4 and block_k > 16:
+        block_k //= 2  # a larger M holds more products per weight tile
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if residual is not None:
         assert residual.shape == (M, N) and residual.stride(1) == 1
@@ -299,18 +257,9 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
         x, w, scale if scale is not None else y, norm if norm is not None else y,
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
         residual.stride(0) if residual is not None else 0, y.stride(0), PROLOGUE=prologue,
-        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, **cfg, **options)
+        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg,
+        **options)
     return y
-
-
-def linear_tiles(x: torch.Tensor, w: torch.Tensor, config: dict | None = None) -> tuple[int, dict]:
-    """(BLOCK_M, the config) of fused_linear's product of x with w: `config` or config_for's, its BLOCK_K halved
-    while BLOCK_M rows of x would hold more than MAX_TILE_ELEMENTS products per 4 warps."""
-    cfg = dict(config or config_for(x, w))
-    block_m = min(triton.next_power_of_2(x.shape[0]), 4)
-    while block_m * cfg["BLOCK_N"] * cfg["BLOCK_K"] > MAX_TILE_ELEMENTS * cfg["num_warps"] // 4 and cfg["BLOCK_K"] > 16:
-        cfg["BLOCK_K"] //= 2  # a larger M holds more products per weight tile
-    return block_m, cfg
 
 
 def early_trigger(x: torch.Tensor, grid: tuple, pdl: bool) -> bool:

@@ -34,7 +34,6 @@ import torch
 import torch.nn.functional as F
 
 from ..kernels import decode_step
-from ..kernels.attention_block import attention_block, new_sync
 from ..kernels.decode_attention import decode_attention
 from ..kernels.decode_step import embed_and_lengths, fused_linear, greedy_next, rope_and_cache
 from ..kernels.rope_attention import rope_attention
@@ -151,8 +150,6 @@ class Decoder:
         self.rows = torch.arange(batch, device=device)
         # per layer, where rope_attention's programs count themselves in (kept at zero between steps)
         self.split_counts = torch.zeros((c.n_layers, batch * c.n_kv_heads), device=device, dtype=torch.int32)
-        # per layer, attention_block's counters (likewise)
-        self.block_syncs = torch.stack([new_sync(batch, c.n_kv_heads, device) for _ in range(c.n_layers)])
 
     # --- weights ---------------------------------------------------------------------------------
 
@@ -248,9 +245,8 @@ class Decoder:
 
     def _decode_fused(self, tokens: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:
         """`decode` on the fused kernels: per layer, RMSNorm + q/k/v matmul, rotary embedding + cache write +
-        attention (three launches; one with `decode_step.one_launch_attention()`), output matmul + residual (all of
-        it one launch with `decode_step.ATTENTION_BLOCK`), RMSNorm + gate/up matmul, SwiGLU + down matmul + residual;
-        then RMSNorm + the output head."""
+        attention (three launches; one with `decode_step.one_launch_attention()`), output matmul + residual,
+        RMSNorm + gate/up matmul, SwiGLU + down matmul + residual; then RMSNorm + the output head."""
         assert self.attention == "triton", "the fused step attends with the split-KV kernel"
         c = self.config
         B = tokens.shape[0]
@@ -261,19 +257,14 @@ class Decoder:
             x, lengths = self.embed[tokens], seq_lens + 1
         for i, layer in enumerate(self.layers):
             k_cache, v_cache = self.k_cache[i, :B], self.v_cache[i, :B]
-            if decode_step.ATTENTION_BLOCK:  # one launch for all of the above: kernels/attention_block.py
-                x = attention_block(x, *self._packed(layer["wqkv"]), layer["norm1"], *self._packed(layer["wo"]),
-                                    self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads, self.block_syncs[i],
-                                    eps=c.norm_eps, pdl=decode_step.PDL)
+            qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
+            if one_launch:
+                attn = rope_attention(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads,
+                                      self.split_counts[i], pdl=decode_step.PDL)
             else:
-                qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
-                if one_launch:
-                    attn = rope_attention(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads,
-                                          self.split_counts[i], pdl=decode_step.PDL)
-                else:
-                    q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
-                    attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
-                x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
+                q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
+                attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
+            x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
             gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
             x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x)
         return fused_linear(x, *self._packed(self.head), norm=self.norm, eps=c.norm_eps)
