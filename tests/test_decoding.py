@@ -11,13 +11,7 @@ from gpuprinciples.course.exercises import decoding
 from gpuprinciples.course.kernels import decode_attention as decode_attention_module
 from gpuprinciples.course.kernels import decode_step, rope_attention
 from gpuprinciples.course.kernels.decode_attention import decode_attention, gpu_stages, plan, split_count
-from gpuprinciples.course.kernels.decode_step import (
-    embed_and_lengths,
-    fused_linear,
-    greedy_next,
-    qkv_rope_and_cache,
-    rope_and_cache,
-)
+from gpuprinciples.course.kernels.decode_step import embed_and_lengths, fused_linear, greedy_next, rope_and_cache
 from gpuprinciples.course.kernels.paged_attention import gather_pages, paged_decode_attention
 from gpuprinciples.course.kernels.weight_only_matmul import dequantized_linear, quantize, weight_only_matmul
 from gpuprinciples.course.kit import Case, LiveLoads, judge_live_loads
@@ -220,31 +214,6 @@ def test_rope_and_cache_write_the_pytorch_steps_values():
     assert int((k_cache != 0).any(-1).sum()) == B * Hkv  # nothing else written
 
 
-@pytest.mark.parametrize("heads,block_n,fmt", [((4, 2, 32), 2, None), ((6, 2, 8), 16, None), ((4, 1, 32), 4, None),
-                                                ((4, 2, 16), 8, torch.int8)])
-def test_qkv_rope_and_cache_is_the_product_then_rope_and_cache(heads, block_n, fmt):
-    """The q/k/v product with the rotary embedding and cache write in its epilogue writes what the product followed by
-    rope_and_cache writes: a program's BLOCK_N rows are whole (j, j + D/2) pairs, also where they span two heads
-    (D 8, 16 rows) or one program holds a single pair; 8-bit weights scaled before the rotation."""
-    gen = torch.Generator().manual_seed(12)
-    (Hq, Hkv, D), B, K, S = heads, 3, 96, 20
-    x = torch.randn(B, K, generator=gen).to(DEVICE, DTYPE)
-    w = (torch.randn((Hq + 2 * Hkv) * D, K, generator=gen) * 0.1).to(DEVICE, DTYPE)
-    packed = (w, None) if fmt is None else quantize(w, fmt)
-    norm = (torch.rand(K, generator=gen) + 0.5).to(DEVICE, DTYPE)
-    angles = torch.arange(S)[:, None] * (1.0 / 500_000 ** (torch.arange(0, D, 2) / D))[None, :]
-    cos, sin = angles.cos().to(DEVICE), angles.sin().to(DEVICE)
-    pos = torch.tensor([3, 0, 19], dtype=torch.int32, device=DEVICE)
-    caches = [torch.randn(B, Hkv, S, D, generator=gen).to(DEVICE, DTYPE) for _ in range(2)]
-    want_k, want_v, k_cache, v_cache = (c.clone() for c in caches + caches)
-    config = {"BLOCK_N": block_n, "BLOCK_K": 64, "num_warps": 4, "STAGES": 1}
-    want = rope_and_cache(fused_linear(x, *packed, norm=norm, config=config), cos, sin, pos, want_k, want_v, Hq)
-    got = qkv_rope_and_cache(x, *packed, norm, 1e-5, cos, sin, pos, k_cache, v_cache, Hq, config=config)
-    same = torch.equal if runtime.INTERPRETER else (lambda a, b: (a.float() - b.float()).abs().max() < TOL)
-    assert same(got, want) and same(k_cache, want_k) and same(v_cache, want_v)
-    assert not torch.equal(k_cache, caches[0])  # it wrote
-
-
 @pytest.mark.parametrize("splits,merge_in_kernel", [(None, True), (1, True), (3, True), (3, False)])
 def test_rope_attention_is_rope_and_cache_then_decode_attention(splits, merge_in_kernel, monkeypatch):
     """The fused step's one-launch attention gives the three launches' output and cache writes, with the new
@@ -270,7 +239,7 @@ def test_rope_attention_is_rope_and_cache_then_decode_attention(splits, merge_in
 
 
 def test_kernel_groups():
-    assert kernel_group("fused_linear_kernel") == kernel_group("qkv_rope_kernel") == "matmuls: fused_linear"
+    assert kernel_group("fused_linear_kernel") == "matmuls: fused_linear"
     assert kernel_group("nvjet_tst_64x8_64x16_4x1_v_bz_TNN") == "matmuls: cuBLAS"
     assert kernel_group("void gemv2T_kernel_val<int, int, __nv_bfloat16>") == "matmuls: cuBLAS"
     assert kernel_group("split_kv_kernel") == kernel_group("rope_attention_kernel") == "attention: split-KV + merge"
@@ -291,18 +260,16 @@ class _Recorded:
         return launch
 
 
-PDL_KERNELS = ((decode_step, "fused_linear_kernel"), (decode_step, "qkv_rope_kernel"),
-               (decode_step, "rope_cache_kernel"), (decode_attention_module, "split_kv_kernel"),
-               (decode_attention_module, "merge_splits_kernel"), (rope_attention, "rope_attention_kernel"),
-               (decode_step, "embed_kernel"), (decode_step, "argmax_part_kernel"),
-               (decode_step, "argmax_finish_kernel"))
+PDL_KERNELS = ((decode_step, "fused_linear_kernel"), (decode_step, "rope_cache_kernel"),
+               (decode_attention_module, "split_kv_kernel"), (decode_attention_module, "merge_splits_kernel"),
+               (rope_attention, "rope_attention_kernel"), (decode_step, "embed_kernel"),
+               (decode_step, "argmax_part_kernel"), (decode_step, "argmax_finish_kernel"))
 
 
 def _pdl_step(on: bool, monkeypatch):
-    """One fused decode step of the tiny model, the same step with its attention in one launch, and with the rotary
-    embedding in a launch of its own (and fused_linear over two weight tiles, each prologue; attention in three
-    splits, merged; the step's ends) with the PDL switch `on`: (the outputs, the launches of the step's kernels as
-    (kernel, args, kwargs))."""
+    """One fused decode step of the tiny model with its attention in one launch, the same step with it in three
+    (and fused_linear over two weight tiles, each prologue; attention in three splits, merged) with the PDL switch
+    `on`: (the outputs, the launches of the step's five kernels as (kernel, args, kwargs))."""
     recorded = [(module, name, _Recorded(getattr(module, name))) for module, name in PDL_KERNELS]
     with monkeypatch.context() as patch:
         for module, name, stand_in in recorded:
@@ -322,8 +289,6 @@ def _pdl_step(on: bool, monkeypatch):
                        model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE)),
                        model.k_cache.clone(), model.v_cache.clone()]
             with decode_step.one_launch_attention():
-                outputs.append(model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE)))
-            with decode_step.switched("ROPE_IN_PRODUCT", False):
                 outputs.append(model.decode(nxt, torch.full((2,), 9, dtype=torch.int32, device=DEVICE)))
             q, k, v, lens = random_cache(gen, 2, 8, 2, 300, 32)
             outputs.append(decode_attention(q, k, v, lens, splits=3, pdl=decode_step.PDL))
@@ -345,11 +310,10 @@ def test_the_pdl_switch_changes_no_value_of_the_fused_step(monkeypatch):
     if DEVICE == "cuda" and torch.cuda.get_device_capability()[0] < 9:
         assert all("PDL" not in kwargs for _, _, kwargs in on_launches)  # no PDL before Hopper: the switch waits
     else:
-        three_decodes, the_step = (5 + 5 + 6) * TINY.n_layers + 3 * 2, 1 + 5 * TINY.n_layers + 1 + 2  # embed ... argmax
-        assert len(on_launches) == len(off_launches) == 3 + three_decodes + 2 + the_step
+        two_decodes, the_step = (5 + 6) * TINY.n_layers + 2 + 2, 1 + 6 * TINY.n_layers + 1 + 2  # embed ... argmax
+        assert len(on_launches) == len(off_launches) == 3 + two_decodes + 2 + the_step
         assert all(kwargs["PDL"] and kwargs["launch_pdl"] for _, _, kwargs in on_launches)
-        linear = [kwargs for kernel, _, kwargs in on_launches
-                  if kernel in (decode_step.fused_linear_kernel, decode_step.qkv_rope_kernel)]
+        linear = [kwargs for kernel, _, kwargs in on_launches if kernel is decode_step.fused_linear_kernel]
         assert linear and all(kwargs["EARLY_TRIGGER"] for kwargs in linear)  # every grid "one wave" here
     for a, b in zip(off, on):
         assert torch.equal(a, b) if runtime.INTERPRETER else (a.float() - b.float()).abs().max() < TOL
@@ -439,7 +403,7 @@ def test_a_decode_step_continues_the_prefill(attention):
 
 
 @pytest.mark.parametrize("fmt", [None, torch.int8])
-def test_the_fused_step_is_the_pytorch_step_in_six_launches_a_layer_or_five(fmt):
+def test_the_fused_step_is_the_pytorch_step_in_seven_launches_a_layer_or_five(fmt):
     gen = torch.Generator().manual_seed(3)
     prompt = torch.randint(0, TINY.vocab, (2, 9), generator=gen).to(DEVICE)
     nxt = torch.randint(0, TINY.vocab, (2,), generator=gen).to(DEVICE)
@@ -454,14 +418,9 @@ def test_the_fused_step_is_the_pytorch_step_in_six_launches_a_layer_or_five(fmt)
         got = fused.decode(nxt, lens).float()
     assert (got - want).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
     assert (fused.k_cache - plain.k_cache).abs().max() < TOL and (fused.v_cache - plain.v_cache).abs().max() < TOL
-    # 4 matmuls (the rotary embedding and cache write in the first), attention's 1 or 2 a layer; the embedding with
-    # seq_lens + 1, and the head
-    assert rec.triton_launches <= 6 * TINY.n_layers + 2
+    # 4 matmuls, rope_and_cache, attention's 1 or 2 a layer; the embedding with seq_lens + 1, and the head
+    assert rec.triton_launches <= 7 * TINY.n_layers + 2
     assert sum(rec.torch_compute_ops.values()) == 0
-    with decode_step.switched("ROPE_IN_PRODUCT", False), counters.record() as rec:
-        apart = fused.decode(nxt, lens).float()
-    assert (apart - got).abs().max() < (1e-4 if DTYPE == torch.float32 else 5e-2)
-    assert rec.triton_launches <= 7 * TINY.n_layers + 2  # rope_and_cache a launch of its own
     with decode_step.switched("FUSED_ENDS", False), counters.record() as rec:
         fused.decode(nxt, lens)
     assert sum(rec.torch_compute_ops.values()) == 2  # PyTorch's embedding lookup and seq_lens + 1

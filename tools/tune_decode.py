@@ -58,9 +58,7 @@ remaining items are skipped and say so):
 18. what each kind of kernel costs inside the step (`--model`): the graphed step with one kind left out (the rotary
    embedding and cache write, decode attention's merge, the whole attention, one of the four products, the head), in
    turns. The logits are wrong without it; the time it saves is that kernel's share of the step, its overlap with
-   the others included (then the profile of the whole step);
-19. the rotary embedding and cache write in the q/k/v product's epilogue (`decode_step.ROPE_IN_PRODUCT`, the default)
-   or a launch of their own: LLAMA_1B and LLAMA_8B, off, on, off, on, the values each way.
+   the others included (then the profile of the whole step).
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -977,12 +975,6 @@ def left_out():
     return rows
 
 
-@item
-def rope_in_product():
-    """19. the rotary embedding and cache write in the q/k/v product's epilogue, or a launch of their own"""
-    return switch_off_and_on(lambda on: ds.switched("ROPE_IN_PRODUCT", on), "rotary embedding in the product")
-
-
 # -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
@@ -1039,7 +1031,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, rope_in_product):
+                rule_tiles_and_trigger, step_ends, left_out):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

@@ -59,24 +59,9 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
                         PDL: tl.constexpr = False, EARLY_TRIGGER: tl.constexpr = False):
     pid_m = tl.program_id(0)  # fastest: the programs that share a weight tile run side by side (L2)
-    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc, offs_m = product(pid_m, offs_n, X, W, Scale, Norm, M, N, K, eps, sxm, swn, PROLOGUE, SCALED, BLOCK_M,
-                          BLOCK_N, BLOCK_K, STAGES, PDL, EARLY_TRIGGER)
-    out_mask = (offs_m < M)[:, None] & (offs_n < N)[None, :]
-    if RESIDUAL:
-        acc += tl.load(Res + offs_m[:, None].to(tl.int64) * srm + offs_n[None, :], mask=out_mask,
-                       other=0.0).to(tl.float32)
-    tl.store(Y + offs_m[:, None].to(tl.int64) * sym + offs_n[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
-
-
-@triton.jit
-def product(pid_m, offs_n, X, W, Scale, Norm, M, N, K, eps, sxm, swn, PROLOGUE: tl.constexpr, SCALED: tl.constexpr,
-            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
-            PDL: tl.constexpr, EARLY_TRIGGER: tl.constexpr):
-    """(prologue(x) · (W · scale)ᵀ for rows [pid_m·BLOCK_M, +BLOCK_M) of x and rows `offs_n` of W, [BLOCK_M, BLOCK_N]
-    fp32; those rows of x). With PDL: the first weight tile loaded before the wait, the next kernel let launch after
-    the wait (EARLY_TRIGGER) or after the weight loop."""
+    pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
     live_m = offs_m < M
     live_n = offs_n < N
@@ -114,7 +99,11 @@ def product(pid_m, offs_n, X, W, Scale, Norm, M, N, K, eps, sxm, swn, PROLOGUE: 
         acc = tl.sum(acc, 1)[None, :]
     if SCALED:
         acc = acc * tl.load(Scale + offs_n, mask=live_n, other=0.0)[None, :]
-    return acc, offs_m
+    out_mask = live_m[:, None] & live_n[None, :]
+    if RESIDUAL:
+        acc += tl.load(Res + offs_m[:, None].to(tl.int64) * srm + offs_n[None, :], mask=out_mask,
+                       other=0.0).to(tl.float32)
+    tl.store(Y + offs_m[:, None].to(tl.int64) * sym + offs_n[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
 
 
 @triton.jit
@@ -206,15 +195,12 @@ EARLY_TRIGGER = 8
 # graphed step of LLAMA_1B took 1.096 ms with them against 1.143, LLAMA_8B's 5.664 against 5.708
 # (docs/roof-h200.md#sixth-pass; an earlier profile of the step on an H200 gave PyTorch's other kernels 47 µs).
 FUSED_ENDS = True
-# The rotary embedding and cache write in the q/k/v product's epilogue (qkv_rope_and_cache: each program computes
-# both values of a rotated pair), where off they are a launch of their own after it (rope_and_cache).
-ROPE_IN_PRODUCT = True
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS, ROPE_IN_PRODUCT) set to
-    `value` inside the block."""
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS) set to `value` inside the
+    block."""
     saved = globals()[name]
     globals()[name] = value
     try:
@@ -254,7 +240,11 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
     assert x.shape[1] == (2 * K if swiglu else K), f"x is [M, {'2K' if swiglu else 'K'}] for w {tuple(w.shape)}"
     assert x.stride(1) == 1 and w.stride(1) == 1, "rows of x and w contiguous"
     assert (scale is None) == (w.dtype == x.dtype), "8-bit weights need their scales; bf16 ones none"
-    block_m, cfg = linear_tiles(x, w, config)
+    cfg = dict(config or config_for(x, w))
+    block_m = min(triton.next_power_of_2(M), 4)
+    block_k = cfg.pop("BLOCK_K")
+    while block_m * cfg["BLOCK_N"] * block_k > MAX_TILE_ELEMENTS * cfg["num_warps"] // 4 and block_k > 16:
+        block_k //= 2  # a larger M holds more products per weight tile
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if residual is not None:
         assert residual.shape == (M, N) and residual.stride(1) == 1
@@ -267,18 +257,9 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
         x, w, scale if scale is not None else y, norm if norm is not None else y,
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
         residual.stride(0) if residual is not None else 0, y.stride(0), PROLOGUE=prologue,
-        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, **cfg, **options)
+        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg,
+        **options)
     return y
-
-
-def linear_tiles(x: torch.Tensor, w: torch.Tensor, config: dict | None = None) -> tuple[int, dict]:
-    """(BLOCK_M, the tiles) of a product of x with w: `config`, or config_for's, its BLOCK_K halved while BLOCK_M
-    rows of x would hold more than MAX_TILE_ELEMENTS products per 4 warps."""
-    cfg = dict(config or config_for(x, w))
-    block_m = min(triton.next_power_of_2(x.shape[0]), 4)
-    while block_m * cfg["BLOCK_N"] * cfg["BLOCK_K"] > MAX_TILE_ELEMENTS * cfg["num_warps"] // 4 and cfg["BLOCK_K"] > 16:
-        cfg["BLOCK_K"] //= 2  # a larger M holds more products per weight tile
-    return block_m, cfg
 
 
 def early_trigger(x: torch.Tensor, grid: tuple, pdl: bool) -> bool:
@@ -323,69 +304,6 @@ def rope_cache_kernel(QKV, Cos, Sin, Pos, Q, KC, VC, Hq, Hkv, sxb, scs, sqb, sqh
         dst = VC + b * svb + (h - Hq - Hkv) * svh + pos * svs
     tl.store(dst + offs, x1.to(Q.dtype.element_ty))
     tl.store(dst + HALF + offs, x2.to(Q.dtype.element_ty))
-
-
-@triton.jit
-def qkv_rope_kernel(X, W, Scale, Norm, Cos, Sin, Pos, Q, KC, VC, M, N, K, eps, Hq, Hkv, sxm, swn, scs, sqb, sqh, skb,
-                    skh, sks, svb, svh, svs, SCALED: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_K: tl.constexpr, STAGES: tl.constexpr, HALF: tl.constexpr, PDL: tl.constexpr = False,
-                    EARLY_TRIGGER: tl.constexpr = False):
-    """Program (m, n): RMSNorm(x) times the q | k | v rows of pairs [n·BLOCK_N/2, +BLOCK_N/2) for rows
-    [m·BLOCK_M, +BLOCK_M) of x. Pair j of a head is its values j and j + HALF, which the rotary embedding turns
-    together: so a program computes both, rotates q's and k's by each sequence's position, and writes q to Q, k and v
-    to the caches at the position. rope_cache_kernel's work, without a launch of its own."""
-    pid_m = tl.program_id(0)
-    lanes = tl.arange(0, BLOCK_N)
-    pairs = tl.program_id(1) * (BLOCK_N // 2) + lanes // 2
-    offs_n = (pairs // HALF) * (2 * HALF) + pairs % HALF + (lanes % 2) * HALF  # even lanes: value j, odd: j + HALF
-    acc, offs_m = product(pid_m, offs_n, X, W, Scale, Norm, M, N, K, eps, sxm, swn, 1, SCALED, BLOCK_M, BLOCK_N,
-                          BLOCK_K, STAGES, PDL, EARLY_TRIGGER)  # prologue 1: RMSNorm
-    rounded = acc.to(Q.dtype.element_ty).to(tl.float32)  # as the q | k | v row that rope_and_cache reads
-    x1, x2 = tl.split(tl.reshape(rounded, [BLOCK_M, BLOCK_N // 2, 2]))
-    pair = tl.program_id(1) * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
-    head = pair // HALF
-    j = pair % HALF
-    live = (offs_m < M)[:, None] & (head < Hq + 2 * Hkv)[None, :]
-    b = offs_m[:, None].to(tl.int64)
-    pos = tl.load(Pos + offs_m, mask=offs_m < M, other=0).to(tl.int64)[:, None]
-    c = tl.load(Cos + pos * scs + j[None, :], mask=live, other=1.0)
-    s = tl.load(Sin + pos * scs + j[None, :], mask=live, other=0.0)
-    rotate = (head < Hq + Hkv)[None, :]  # q and k heads; v's are written as they are
-    y1 = tl.where(rotate, x1 * c - x2 * s, x1)
-    y2 = tl.where(rotate, x2 * c + x1 * s, x2)
-    q_at = Q + b * sqb + head[None, :] * sqh + j[None, :]
-    k_at = KC + b * skb + (head - Hq)[None, :] * skh + pos * sks + j[None, :]
-    v_at = VC + b * svb + (head - Hq - Hkv)[None, :] * svh + pos * svs + j[None, :]
-    at = tl.where((head < Hq)[None, :], q_at, tl.where(rotate, k_at, v_at))
-    tl.store(at, y1.to(Q.dtype.element_ty), mask=live)
-    tl.store(at + HALF, y2.to(Q.dtype.element_ty), mask=live)
-
-
-def qkv_rope_and_cache(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None, norm: torch.Tensor, eps: float,
-                       cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor, k_cache: torch.Tensor,
-                       v_cache: torch.Tensor, n_heads: int, config: dict | None = None) -> torch.Tensor:
-    """rope_and_cache(fused_linear(x, w, scale, norm=norm, eps=eps), cos, sin, positions, k_cache, v_cache, n_heads)
-    in one launch: w [(Hq + 2·Hkv)·D, K] (q | k | v heads); writes rope(k) and v at each sequence's position and
-    returns rope(q) [B, Hq, D]. `config`: the product's tiles (BLOCK_N even: whole pairs)."""
-    M, K = x.shape
-    Hkv, D = k_cache.shape[1], k_cache.shape[3]
-    N = (n_heads + 2 * Hkv) * D
-    assert w.shape == (N, K) and x.stride(1) == 1 and w.stride(1) == 1, "w is [(Hq + 2·Hkv)·D, K] for x [M, K]"
-    assert (scale is None) == (w.dtype == x.dtype), "8-bit weights need their scales; bf16 ones none"
-    assert D % 2 == 0 and cos.shape[1] == D // 2 and cos.stride(1) == 1 and cos.stride() == sin.stride()
-    assert k_cache.stride(3) == v_cache.stride(3) == 1 and positions.shape == (M,)
-    block_m, cfg = linear_tiles(x, w, config)
-    cfg["BLOCK_N"] = max(2, cfg["BLOCK_N"])  # whole pairs
-    q = torch.empty((M, n_heads, D), dtype=x.dtype, device=x.device)
-    grid = (triton.cdiv(M, block_m), triton.cdiv(N, cfg["BLOCK_N"]))
-    options = pdl_options(x)
-    if early_trigger(x, grid, bool(options)):
-        options["EARLY_TRIGGER"] = True
-    qkv_rope_kernel[grid](
-        x, w, scale if scale is not None else q, norm, cos, sin, positions, q, k_cache, v_cache, M, N, K, eps, n_heads,
-        Hkv, x.stride(0), w.stride(0), cos.stride(0), q.stride(0), q.stride(1), *k_cache.stride()[:3],
-        *v_cache.stride()[:3], SCALED=scale is not None, BLOCK_M=block_m, HALF=D // 2, **cfg, **options)
-    return q
 
 
 def rope_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,

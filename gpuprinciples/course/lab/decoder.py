@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from ..kernels import decode_step
 from ..kernels.decode_attention import decode_attention
-from ..kernels.decode_step import embed_and_lengths, fused_linear, greedy_next, qkv_rope_and_cache, rope_and_cache
+from ..kernels.decode_step import embed_and_lengths, fused_linear, greedy_next, rope_and_cache
 from ..kernels.rope_attention import rope_attention
 from ..kernels.weight_only_matmul import quantize as quantize_weight
 from ..kernels.weight_only_matmul import weight_only_matmul
@@ -244,9 +244,8 @@ class Decoder:
         return self._logits(x)
 
     def _decode_fused(self, tokens: torch.Tensor, seq_lens: torch.Tensor) -> torch.Tensor:
-        """`decode` on the fused kernels: per layer, RMSNorm + q/k/v matmul + rotary embedding + cache write (one
-        launch; two with `decode_step.ROPE_IN_PRODUCT` off), attention (two; the rotary embedding, cache write and
-        attention in one with `decode_step.one_launch_attention()`), output matmul + residual,
+        """`decode` on the fused kernels: per layer, RMSNorm + q/k/v matmul, rotary embedding + cache write +
+        attention (three launches; one with `decode_step.one_launch_attention()`), output matmul + residual,
         RMSNorm + gate/up matmul, SwiGLU + down matmul + residual; then RMSNorm + the output head."""
         assert self.attention == "triton", "the fused step attends with the split-KV kernel"
         c = self.config
@@ -258,17 +257,12 @@ class Decoder:
             x, lengths = self.embed[tokens], seq_lens + 1
         for i, layer in enumerate(self.layers):
             k_cache, v_cache = self.k_cache[i, :B], self.v_cache[i, :B]
+            qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
             if one_launch:
-                qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
                 attn = rope_attention(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads,
                                       self.split_counts[i], pdl=decode_step.PDL)
             else:
-                if decode_step.ROPE_IN_PRODUCT:
-                    q = qkv_rope_and_cache(x, *self._packed(layer["wqkv"]), layer["norm1"], c.norm_eps, self.cos,
-                                           self.sin, seq_lens, k_cache, v_cache, c.n_heads)
-                else:
-                    qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
-                    q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
+                q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
                 attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
             x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
             gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
@@ -311,7 +305,7 @@ KERNEL_GROUPS = (  # the first group whose words a kernel's name holds
     ("attention: split-KV + merge", ("split_kv_kernel", "merge_splits_kernel", "rope_attention_kernel")),
     ("attention: SDPA", ("flash", "fmha", "sdpa", "attention")),
     ("rotary embedding + cache write", ("rope_cache_kernel",)),
-    ("matmuls: fused_linear", ("fused_linear_kernel", "qkv_rope_kernel")),
+    ("matmuls: fused_linear", ("fused_linear_kernel",)),
     ("matmuls: weight_only_matmul", ("weight_only_matmul_kernel",)),
     ("matmuls: cuBLAS", ("gemv", "gemm", "nvjet", "cutlass", "xmma", "splitkreduce")),
 )
