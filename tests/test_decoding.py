@@ -501,8 +501,8 @@ def test_every_decode_case_can_fail():
         want = decoding.attention_reference(*case.args)
         compare = decoding.DECODE_ATTENTION.compare
 
-        def wrap(out):
-            return {"out": out, "device": "cpu", "loads": None}
+        def wrap(out):  # the child's report: the output, and the device the grader expects it on (a GPU's too)
+            return {"out": out, "device": runtime.DEVICE, "loads": None}
         assert compare(wrap(torch.zeros_like(q)), want, case)
         assert compare(wrap(q.clone()), want, case)
         assert not compare(wrap(want.to(q.dtype)), want, case)
