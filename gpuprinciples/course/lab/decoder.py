@@ -254,7 +254,7 @@ class Decoder:
         if decode_step.FUSED_ENDS:
             x, lengths = embed_and_lengths(self.embed, tokens, seq_lens)  # lengths: with the new token
         else:
-            x, lengths = self.embed[tokens], seq_lens + 1
+            x, lengths = self.embed[tokens], (None if one_launch else seq_lens + 1)  # rope_attention takes seq_lens
         for i, layer in enumerate(self.layers):
             k_cache, v_cache = self.k_cache[i, :B], self.v_cache[i, :B]
             qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
