@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
+from on_device import on_device
 
 from gpuprinciples.course.exercises import flash
 from gpuprinciples.course.kernels.attention import attention, attention_float64, naive_attention
@@ -30,15 +31,15 @@ def solution(spec: str) -> Submission:
                                           ((1, 1, 64, 128), True), ((1, 1, 100, 16), False)])
 def test_kernel_matches_float64(shape, causal):
     gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(shape, generator=gen) for _ in range(3))
+    q, k, v = on_device(*(torch.randn(shape, generator=gen) for _ in range(3)))
     want = naive_attention(q.double(), k.double(), v.double(), causal)
     assert (attention(q, k, v, causal).double() - want).abs().max() < 1e-5
 
 
 def test_kernel_survives_large_scores_and_strided_views():
     gen = torch.Generator().manual_seed(1)
-    q, k = (torch.randn(1, 90, 2, 32, generator=gen).transpose(1, 2) * 8 for _ in range(2))
-    v = torch.randn(1, 2, 90, 32, generator=gen)
+    q, k = on_device(*(torch.randn(1, 90, 2, 32, generator=gen).transpose(1, 2) * 8 for _ in range(2)))
+    v = on_device(torch.randn(1, 2, 90, 32, generator=gen))
     want = naive_attention(q.double(), k.double(), v.double(), True)
     got = attention(q, k, v, True)
     assert torch.isfinite(got).all() and (got.double() - want).abs().max() < 1e-4
@@ -47,7 +48,7 @@ def test_kernel_survives_large_scores_and_strided_views():
 def test_program_order_changes_nothing_but_the_order():
     # l2_sweep's second order (head by head): the same answer, bit for bit
     gen = torch.Generator().manual_seed(3)
-    q, k, v = (torch.randn(2, 3, 70, 32, generator=gen) for _ in range(3))
+    q, k, v = on_device(*(torch.randn(2, 3, 70, 32, generator=gen) for _ in range(3)))
     for causal in (False, True):
         blocks = {"BLOCK_M": 32, "BLOCK_N": 32}
         assert torch.equal(attention(q, k, v, causal, blocks=blocks),
@@ -58,7 +59,7 @@ def test_descriptors_made_by_the_wrapper_and_the_persistent_kernel_give_the_same
     # K/V descriptors over [B·H·N, D] (row0 = the head's first row) and one program walking several work items
     from gpuprinciples.course.kernels.attention import CPU_BLOCKS, attention_persistent
     gen = torch.Generator().manual_seed(4)
-    q, k, v = (torch.randn(2, 3, 128, 32, generator=gen) * 3 for _ in range(3))
+    q, k, v = on_device(*(torch.randn(2, 3, 128, 32, generator=gen) * 3 for _ in range(3)))
     for causal in (False, True):
         want = naive_attention(q.double(), k.double(), v.double(), causal)
         got = attention(q, k, v, causal, blocks=CPU_BLOCKS, host_desc=True)
