@@ -153,7 +153,7 @@ def test_torch_ops_are_classified():
 
 
 def test_the_interpreters_own_copies_are_not_the_learners():
-    x = torch.randn(100)
+    x = torch.randn(100, device=runtime.DEVICE)
     with counters.record() as rec:
         copy(x)
     assert rec.torch_compute_ops == {} and rec.torch_bytes == 0
@@ -244,7 +244,7 @@ _LIBRARY.impl("cos_cos", lambda x: x.cos().cos(), "CompositeExplicitAutograd")
 
 
 def test_a_custom_operators_python_body_is_counted_as_if_written_inline():
-    x = torch.randn(100)
+    x = torch.randn(100, device=runtime.DEVICE)
     with counters.record() as rec:
         y = _copy_op(x)
     assert torch.equal(x, y)
