@@ -14,6 +14,7 @@ import pytest
 from run_log import log
 from submission_headers import FOLDER, report
 
+from gpuprinciples import runtime
 from gpuprinciples.course.kit import BytesWithin, Case
 from gpuprinciples.grader.grading import grade
 from gpuprinciples.grader.judge import CaseVerdict, judge_requirements
@@ -176,6 +177,17 @@ def test_the_compile_pass_says_which_gpu_generations_accept_the_kernels():
     assert all(v.startswith("compiles all") for v in generations.values()), generations
     line = next(c for c in report.checks if c.name.startswith("compiles for"))
     assert line.passed is True and "on the gpu's 7 cases" in line.detail.lower()
+
+
+@pytest.mark.skipif(runtime.HAS_CUDA, reason="the compile pass is the CPU's (a GPU compiles what it runs)")
+def test_a_check_that_failed_already_skips_the_compile_pass():
+    """Host code that loops in Python over the GPU's sizes took two minutes in the compile pass (December 6),
+    for a verdict the cases had already failed: the pass is skipped, and the line says what was not judged."""
+    graded = report(FOLDER / "exploits" / "ctypes_libm.py")
+    assert graded.status == "failed" and graded.phases_s["compile pass"] < 5, graded.phases_s
+    line = next(c for c in graded.checks if c.name.startswith("compiles for"))
+    assert line.passed is None and "not judged at the gpu's own sizes" in line.detail.lower()
+    assert "compiles for (the GPU's cases, compiled here)" not in graded.measurements
 
 
 def test_a_case_the_compiler_refused_fails_compiles_for_the_gpu_on_both_machines():
