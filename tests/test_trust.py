@@ -44,7 +44,10 @@ SEED = 0x2B1D53C79A0E4F61  # seed_probe.py looks for exactly this
 REFUSED = ("replaced parts of pytorch or of the grader", "may not use", "forged")
 # What a report must say when the work was done outside the Triton kernel (PyTorch seen by the
 # recorder today; after a fix, a lower bound on the bytes the kernel itself reads and writes).
-WORK_ELSEWHERE = ("pytorch operators did work", "outside the kernel", "may not use")
+WORK_ELSEWHERE = ("pytorch operators did work", "outside the kernel", "may not use",
+                  "were not written by a triton store")
+# on a GPU, PyTorch's work hidden from the op counter is still seen in the profiler's kernels
+UNSEEN_OPS = "operators the grader's op counter did not see"
 
 
 def reasons(report) -> str:
@@ -151,7 +154,8 @@ def _prefetch(request):
     global _pool
     keys = []
     for item in request.session.items:
-        if getattr(item, "module", None) is not sys.modules[__name__] or item.get_closest_marker("skip"):
+        skipped = item.get_closest_marker("skip") or any(m.args and m.args[0] for m in item.iter_markers("skipif"))
+        if getattr(item, "module", None) is not sys.modules[__name__] or skipped:
             continue
         if item.get_closest_marker("gpu") and not runtime.HAS_CUDA:
             continue
@@ -256,7 +260,8 @@ def test_rewriting_the_live_counters_is_caught():
     for key in ("edits_recording", "softmax_edits_recording"):
         report = result(key)
         assert report.status != PASSED, key
-        assert says_any(report, REFUSED + ("pytorch operators did work", "outside the kernel")), (key, report.reasons)
+        assert says_any(report, REFUSED + ("pytorch operators did work", "outside the kernel", UNSEEN_OPS)), \
+            (key, report.reasons)
 
 
 @uses("forges_result_fd")
@@ -280,6 +285,19 @@ def test_switching_off_byte_counting_on_the_builder_class_is_caught():
     assert "replaced parts" in reasons(report) and "create_masked_load" in reasons(report)
 
 
+def test_the_interpreters_methods_are_watched_on_a_gpu_too(monkeypatch):
+    """One verdict: a submission that swaps the interpreter's memory methods fails on a GPU as on a CPU, though
+    the GPU never runs the interpreter."""
+    from triton.runtime import interpreter
+
+    from gpuprinciples.grader import worker
+    monkeypatch.setattr(runtime, "INTERPRETER", False)
+    before = worker._snapshot()
+    raw = interpreter.InterpreterBuilder.create_masked_load
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_masked_load", getattr(raw, "__wrapped__", lambda: 0))
+    assert worker._tampered(before) == ["triton.interpreter.InterpreterBuilder.create_masked_load"]
+
+
 @uses("numpy_no_launch")
 def test_numpy_without_a_kernel_fails():
     report = result("numpy_no_launch")
@@ -298,7 +316,9 @@ def test_pytorch_through_c_entry_points_and_no_grad_is_seen():
 def test_a_result_partly_written_outside_the_kernel_fails():
     report = result("half_written")
     assert report.status == FAILED
-    assert "output elements were not written by a triton store in this call" in reasons(report), report.reasons
+    # the store addresses are the interpreter's evidence; a GPU's profiler sees the PyTorch kernels instead
+    said = "output elements were not written by a triton store in this call" if runtime.INTERPRETER else UNSEEN_OPS
+    assert said in reasons(report), report.reasons
 
 
 @uses("custom_op")
@@ -317,6 +337,8 @@ def test_work_done_outside_the_kernel_fails():
         assert says_any(report, WORK_ELSEWHERE), (key, report.reasons)
 
 
+@pytest.mark.skipif(runtime.HAS_CUDA, reason="NumPy shares only a CPU tensor's memory: on a GPU this attack "
+                    "cannot be written")
 @uses("answer_through_input")
 def test_the_answer_smuggled_through_the_input_is_caught():
     report = result("answer_through_input")

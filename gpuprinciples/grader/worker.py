@@ -104,14 +104,15 @@ def _snapshot() -> dict[str, int]:
             if (callable(value) or isinstance(value, (classmethod, staticmethod))) and (
                     not name.startswith("__") or name in _WATCHED_DUNDERS):
                 snap[f"{prefix}.{name}"] = id(value)
-    if runtime.INTERPRETER:
-        interp = compat.interpreter_module()
-        for name in list(compat.interpreter_memory_methods()) + ["__call__"]:
-            owner = interp.GridExecutor if name == "__call__" else interp.InterpreterBuilder
-            snap[f"triton.interpreter.{owner.__name__}.{name}"] = id(getattr(owner, name))
-        for name, value in vars(interp.interpreter_builder).items():  # an instance attribute shadows the class
-            if callable(value):
-                snap[f"triton.interpreter.interpreter_builder.{name}"] = id(value)
+    # the interpreter's memory methods are the CPU's instruments; swapping them is refused on a GPU too, where
+    # they measure nothing, so that the two machines give one verdict
+    interp = compat.interpreter_module()
+    for name in list(compat.interpreter_memory_methods()) + ["__call__"]:
+        owner = interp.GridExecutor if name == "__call__" else interp.InterpreterBuilder
+        snap[f"triton.interpreter.{owner.__name__}.{name}"] = id(getattr(owner, name))
+    for name, value in vars(interp.interpreter_builder).items():  # an instance attribute shadows the class
+        if callable(value):
+            snap[f"triton.interpreter.interpreter_builder.{name}"] = id(value)
     return snap
 
 

@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 def _first_half(x_ptr, y_ptr, n, half, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n)
-    tl.store(y_ptr + offs, tl.cos(tl.cos(x)), mask=offs < half)
+    tl.store(y_ptr + offs, tl.cos(tl.cos(x.to(tl.float32))), mask=offs < half)
 
 
 def cos_cos(x):

@@ -22,7 +22,7 @@ def wasteful_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     mask = offs < n
     a = tl.load(x_ptr + offs, mask=mask)
     b = tl.load(x_ptr + offs, mask=mask)  # the same bytes again
-    tl.store(y_ptr + offs, tl.cos(tl.cos(tl.where(a == a, a, b))), mask=mask)
+    tl.store(y_ptr + offs, tl.cos(tl.cos(tl.where(a == a, a, b).to(tl.float32))), mask=mask)
 
 
 def cos_cos(x):

@@ -5,4 +5,4 @@ import torch
 
 
 def cos_cos(x):
-    return torch.from_numpy(np.cos(np.cos(x.numpy())))
+    return torch.from_numpy(np.cos(np.cos(x.cpu().numpy()))).to(x.device)
