@@ -43,6 +43,24 @@ def test_a_triton_that_stores_nothing_is_caught():
     assert "known-answer kernel returned wrong values" in done.stdout
 
 
+def test_a_self_test_that_fails_in_the_grading_child_blames_the_machine(tmp_path):
+    """The grader's own process passed its known-answer check, its child did not (on a GPU machine where other
+    processes held the memory: "CUDA error: out of memory"): an error of the machine, not "your code failed"."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "if any('gpuprinciples.grader.worker' in a or a.endswith('worker.py') for a in sys.orig_argv):\n"
+        "    from gpuprinciples.toolchain import selftest\n"
+        "    selftest._run_known_answer = lambda: 'the known-answer kernel is broken on purpose.'\n")
+    done = python("from gpuprinciples.grader.grading import grade\n"
+                  "from gpuprinciples.sandbox.submission import from_path\n"
+                  "from gpuprinciples.course.kernels.cos_cos import __file__ as f\n"
+                  "r = grade('fusion.cos_cos', from_path(f + ':cos_cos'))\n"
+                  "print(r.status, r.reasons)", PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("error") and "could not start on this machine" in done.stdout, done.stdout
+    assert "broken on purpose" in done.stdout and "your code" not in done.stdout.replace("before loading your code", "")
+
+
 def test_describe_and_versions():
     info = runtime.describe()
     assert info["mode"] == runtime.MODE and info["triton"] != "missing"

@@ -185,8 +185,11 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         hello = box.receive("loading your code", (Ready, LoadError))
         phase("loading")
         if not isinstance(hello, Ready):
-            report.status = ERROR if isinstance(hello, LoadError) and hello.internal else FAILED
-            report.fail(box.failure or f"your code failed when it was loaded: {hello.error}")
+            internal = isinstance(hello, LoadError) and hello.internal  # the machine, before the learner's code ran
+            report.status = ERROR if internal else FAILED
+            report.fail(box.failure or (f"the grader could not start on this machine, before loading your code: "
+                                        f"{hello.error}" if internal else
+                                        f"your code failed when it was loaded: {hello.error}"))
             report.output = box.output()
             return
         _note_tampering(report, hello.tampered)
