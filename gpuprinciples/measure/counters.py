@@ -643,6 +643,23 @@ def _on_gpu_launch(metadata) -> None:
         pass
 
 
+def _shape_interpreter_methods_as_on_a_cpu() -> None:
+    """On a GPU nothing runs the interpreter, but its memory methods get pass-through wrappers, as the CPU's
+    counters wrap them: code that strips the CPU's wrappers (`__wrapped__`) then changes them on a GPU too, and
+    the grader's watch (worker._snapshot) refuses it on both machines."""
+    builder_cls = compat.interpreter_module().InterpreterBuilder
+    for name in compat.interpreter_memory_methods():
+        original = getattr(builder_cls, name, None)
+        if original is None or hasattr(original, "__wrapped__"):
+            continue
+
+        @functools.wraps(original)
+        def passthrough(*args, _original=original, **kwargs):
+            return _original(*args, **kwargs)
+
+        setattr(builder_cls, name, passthrough)
+
+
 def install() -> None:
     if runtime.triton is None:  # pragma: no cover
         return
@@ -650,6 +667,7 @@ def install() -> None:
         _install_interpreter_hooks()
     else:
         _install_gpu_hooks()
+        _shape_interpreter_methods_as_on_a_cpu()
     compat.around_autotuner_benchmarks(_autotuner_benchmark)
 
 
