@@ -18,7 +18,7 @@ from gpuprinciples import runtime
 from gpuprinciples.course.kit import BytesWithin, Case
 from gpuprinciples.grader.grading import grade
 from gpuprinciples.grader.judge import CaseVerdict, judge_requirements
-from gpuprinciples.grader.report import PASSED
+from gpuprinciples.grader.report import FAILED, PASSED
 from gpuprinciples.sandbox.submission import from_path
 
 
@@ -184,7 +184,7 @@ def test_a_check_that_failed_already_skips_the_compile_pass():
     """Host code that loops in Python over the GPU's sizes took two minutes in the compile pass (December 6),
     for a verdict the cases had already failed: the pass is skipped, and the line says what was not judged."""
     graded = grade_fixture(FOLDER / "exploits" / "ctypes_libm.py")  # alone: report() would grade its whole folder
-    assert graded.status == "failed" and graded.phases_s["compile pass"] < 5, graded.phases_s
+    assert graded.status == FAILED and graded.phases_s["compile pass"] < 5, graded.phases_s
     line = next(c for c in graded.checks if c.name.startswith("compiles for"))
     assert line.passed is None and "not judged at the gpu's own sizes" in line.detail.lower()
     assert "compiles for (the GPU's cases, compiled here)" not in graded.measurements

@@ -187,9 +187,9 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         if not isinstance(hello, Ready):
             internal = isinstance(hello, LoadError) and hello.internal  # the machine, before the learner's code ran
             report.status = ERROR if internal else FAILED
-            report.fail(box.failure or (f"the grader could not start on this machine, before loading your code: "
-                                        f"{hello.error}" if internal else
-                                        f"your code failed when it was loaded: {hello.error}"))
+            where = ("the grader could not start on this machine, before loading your code" if internal
+                     else "your code failed when it was loaded")
+            report.fail(box.failure or f"{where}: {hello.error}")
             report.output = box.output()
             return
         _note_tampering(report, hello.tampered)
