@@ -270,6 +270,37 @@ def test_a_thread_an_installed_package_starts_for_pytorch_is_not_the_learners_bu
         t.join()
 
 
+def test_a_package_pip_put_in_a_folder_on_the_path_is_installed_code_and_its_neighbours_are_not(tmp_path, monkeypatch):
+    """On an H100 with the wheels carried into a folder on PYTHONPATH (`pip install --target`), tqdm lay outside
+    site-packages: its monitor thread, started for torch.compile's baseline, was blamed on the learner, and four
+    reference solutions failed. What pip put there, named by its dist-info (RECORD or top_level.txt), is
+    installed code; the learner's file beside it is not."""
+    import os
+    import subprocess
+    import sys
+    for name, meta, text in (("a_package", "RECORD", "a_package/__init__.py,,\na_package/monitor.py,,\n"
+                                                      "a_package-1.0.dist-info/RECORD,,\n../../bin/tool,,\n"),
+                             ("a_module", "top_level.txt", "a_module\n")):
+        (tmp_path / f"{name}-1.0.dist-info").mkdir()
+        (tmp_path / f"{name}-1.0.dist-info" / meta).write_text(text)
+    folder = os.path.realpath(tmp_path)
+    installed = {os.path.join(folder, "a_package", ""), os.path.join(folder, "a_module", ""),
+                 os.path.join(folder, "a_module.py")}
+    assert observe._packages_beside(folder) == installed
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([folder, os.environ.get("PYTHONPATH", "")]))
+    seen = subprocess.run([sys.executable, "-c", "from gpuprinciples.measure import observe; print(observe._SITE)"],
+                          env=env, capture_output=True, text=True, check=True).stdout
+    assert installed <= set(eval(seen)) and folder not in eval(seen)
+    monkeypatch.setattr(observe, "_SITE", observe._SITE + tuple(installed))
+    pytorch = _in_file(os.path.join(os.path.dirname(torch.__file__), "_inductor", "compile_like.py"),
+                       "def compile_baseline(start):\n    return start()\n")
+    for where, learners in ((os.path.join(folder, "a_package", "monitor.py"), False),
+                            (os.path.join(folder, "a_packages_neighbour.py"), True)):
+        start = _in_file(where, "def start():\n    return learners_frame(1)\n", learners_frame=observe._learners_frame)
+        found = pytorch["compile_baseline"](start["start"])  # a thread start asks whose it is from where it runs
+        assert (found.f_code.co_filename if found else None) == (where if learners else None)
+
+
 def test_pytorchs_own_kernels_are_an_operators_and_a_librarys_are_not():
     """An ATen kernel without its profiler link (the autotuner's L2-clearing fill on an H200) is PyTorch's;
     a cuBLAS kernel with no operator behind it is a library reached without PyTorch."""

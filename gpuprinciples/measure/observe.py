@@ -23,7 +23,9 @@ sentences. Nothing here judges.
 from __future__ import annotations
 
 import _thread
+import glob
 import os
+import site
 import sys
 import sysconfig
 import threading
@@ -40,7 +42,30 @@ _MARK = "gpuprinciples::call"
 _STDLIB = tuple(os.path.realpath(p) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 # a Python installed inside its environment keeps site-packages under the standard library's folder (the H200
 # image: /opt/torch/.venv/lib/python3.12/site-packages): installed packages are not the standard library
-_SITE = tuple(os.path.realpath(p) for p in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+_SITE_DIRS = {os.path.realpath(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+                                             site.getusersitepackages(), *getattr(site, "getsitepackages", list)())}
+
+
+def _packages_beside(folder: str) -> set[str]:
+    """What pip installed into a folder on sys.path that is no site-packages (`pip install --target DIR`, DIR
+    on PYTHONPATH; a carried wheel on the GPU machine): each package's own folder (`DIR/tqdm/`) or module
+    (`DIR/six.py`), named by its dist-info, never the whole folder, where a learner's own files may sit."""
+    from importlib.metadata import Distribution
+    found = set()
+    for info in glob.glob(os.path.join(glob.escape(folder), "*.dist-info")):
+        dist = Distribution.at(info)
+        named = (dist.read_text("top_level.txt") or "").split()  # a package or a module: either
+        found.update(p for top in named for p in (os.path.join(folder, top, ""), os.path.join(folder, top + ".py")))
+        if not named:  # what its RECORD lists: a folder's files, or a module
+            found.update(os.path.join(folder, f.parts[0], "") if len(f.parts) > 1 else os.path.join(folder, f.parts[0])
+                         for f in dist.files or () if f.parts[0] != ".." and not f.parts[0].endswith(".dist-info"))
+    return found
+
+
+# installed packages, however installed (`pip install --user` puts them in the user's site-packages); the
+# site-packages folders first
+_SITE = tuple(sorted(_SITE_DIRS)) + tuple(sorted(
+    {p for entry in {os.path.realpath(e) for e in sys.path if e} - _SITE_DIRS for p in _packages_beside(entry)}))
 _OURS = tuple(os.path.realpath(os.path.dirname(m.__file__)) for m in (torch,) if getattr(m, "__file__", None))
 _current_frames, _getframe = sys._current_frames, sys._getframe
 
