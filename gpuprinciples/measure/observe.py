@@ -54,11 +54,15 @@ def _packages_beside(folder: str) -> set[str]:
     found = set()
     for info in glob.glob(os.path.join(glob.escape(folder), "*.dist-info")):
         dist = Distribution.at(info)
-        named = (dist.read_text("top_level.txt") or "").split()  # a package or a module: either
+        try:
+            named = (dist.read_text("top_level.txt") or "").split()  # a package or a module: either
+            files = dist.files or ()
+        except Exception:  # an unreadable dist-info names nothing: the grading child must still start
+            continue
         found.update(p for top in named for p in (os.path.join(folder, top, ""), os.path.join(folder, top + ".py")))
         if not named:  # what its RECORD lists: a folder's files, or a module
             found.update(os.path.join(folder, f.parts[0], "") if len(f.parts) > 1 else os.path.join(folder, f.parts[0])
-                         for f in dist.files or () if f.parts[0] != ".." and not f.parts[0].endswith(".dist-info"))
+                         for f in files if f.parts[0] != ".." and not f.parts[0].endswith(".dist-info"))
     return found
 
 
