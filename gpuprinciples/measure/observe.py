@@ -56,13 +56,12 @@ def _packages_beside(folder: str) -> set[str]:
         dist = Distribution.at(info)
         try:
             named = (dist.read_text("top_level.txt") or "").split()  # a package or a module: either
-            files = dist.files or ()
+            files = () if named else dist.files or ()  # else its RECORD (torch's: 14,622 lines, 0.09 s)
         except Exception:  # an unreadable dist-info names nothing: the grading child must still start
             continue
         found.update(p for top in named for p in (os.path.join(folder, top, ""), os.path.join(folder, top + ".py")))
-        if not named:  # what its RECORD lists: a folder's files, or a module
-            found.update(os.path.join(folder, f.parts[0], "") if len(f.parts) > 1 else os.path.join(folder, f.parts[0])
-                         for f in files if f.parts[0] != ".." and not f.parts[0].endswith(".dist-info"))
+        found.update(os.path.join(folder, f.parts[0], "") if len(f.parts) > 1 else os.path.join(folder, f.parts[0])
+                     for f in files if f.parts[0] != ".." and not f.parts[0].endswith(".dist-info"))
     return found
 
 
