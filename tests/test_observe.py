@@ -275,22 +275,27 @@ def test_a_package_pip_put_in_a_folder_on_the_path_is_installed_code_and_its_nei
     site-packages: its monitor thread, started for torch.compile's baseline, was blamed on the learner, and four
     reference solutions failed. What pip put there, named by its dist-info (RECORD or top_level.txt), is
     installed code; the learner's file beside it is not."""
+    import ast
     import os
     import subprocess
     import sys
+    # the files are listed, not written: RECORD is read, not the disk (Python 3.12's `Distribution.files` drops
+    # what it does not find there, and this test failed on the GPU machine's Python)
     for name, meta, text in (("a_package", "RECORD", "a_package/__init__.py,,\na_package/monitor.py,,\n"
-                                                      "a_package-1.0.dist-info/RECORD,,\n../../bin/tool,,\n"),
+                                                      "a_helper.py,,\na_package-1.0.dist-info/RECORD,,\n"
+                                                      "../../bin/tool,,\n"),
                              ("a_module", "top_level.txt", "a_module\n")):
         (tmp_path / f"{name}-1.0.dist-info").mkdir()
         (tmp_path / f"{name}-1.0.dist-info" / meta).write_text(text)
     folder = os.path.realpath(tmp_path)
-    installed = {os.path.join(folder, "a_package", ""), os.path.join(folder, "a_module", ""),
-                 os.path.join(folder, "a_module.py")}
+    installed = {os.path.join(folder, "a_package", ""), os.path.join(folder, "a_helper.py"),
+                 os.path.join(folder, "a_module", ""), os.path.join(folder, "a_module.py")}
     assert observe._packages_beside(folder) == installed
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([folder, os.environ.get("PYTHONPATH", "")]))
-    seen = subprocess.run([sys.executable, "-c", "from gpuprinciples.measure import observe; print(observe._SITE)"],
-                          env=env, capture_output=True, text=True, check=True).stdout
-    assert installed <= set(eval(seen)) and folder not in eval(seen)
+    seen = set(ast.literal_eval(subprocess.run(
+        [sys.executable, "-c", "from gpuprinciples.measure import observe; print(observe._SITE)"],
+        env=env, capture_output=True, text=True, check=True).stdout))
+    assert installed <= seen and folder not in seen
     monkeypatch.setattr(observe, "_SITE", observe._SITE + tuple(installed))
     pytorch = _in_file(os.path.join(os.path.dirname(torch.__file__), "_inductor", "compile_like.py"),
                        "def compile_baseline(start):\n    return start()\n")

@@ -336,7 +336,12 @@ def _timed_case_roof(exercise: FunctionExercise, case, output: dict, report: Rep
     from ..measure import calibrate
     if exercise.timed_roof is None or runtime.MODE != "gpu":
         return
-    roof = steproof.timed_roof(exercise.timed_roof, case.args[0], output.get("rounds"), calibrate.ceilings())
+    def roof_with(ceilings):
+        return steproof.timed_roof(exercise.timed_roof, case.args[0], output.get("rounds"), ceilings)
+
+    roof = roof_with(calibrate.ceilings())
+    if roof is not None and roof[0]["fraction"] > 1:  # above the roof: the cached ceiling was measured while the
+        roof = roof_with(calibrate.ceilings(refresh=True))  # GPU was busy (it reads low); measured once more
     if roof is not None:
         report.measurements["roof"], sentence = roof
         report.notes.append(sentence[0].upper() + sentence[1:] + f" (your step, case {case.label}).")

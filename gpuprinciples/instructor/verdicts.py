@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,15 +44,21 @@ def fixtures() -> list[tuple[str, str, str]]:
     return found
 
 
+_HEADERS_LOCK = threading.Lock()
+
+
 def _headers():
     """tests/submission_headers.py: the fixtures' header format, and their mutants made from their twins (the
-    same loader the tests use, so both grade the same text)."""
+    same loader the tests use, so both grade the same text). Loaded under a lock: `grade_all`'s threads ask at
+    once, and a module half run has no `submission` yet."""
     import importlib.util
-    if "submission_headers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("submission_headers", ROOT / "tests" / "submission_headers.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["submission_headers"] = module
-        spec.loader.exec_module(module)
+    with _HEADERS_LOCK:
+        if "submission_headers" not in sys.modules:
+            path = ROOT / "tests" / "submission_headers.py"
+            spec = importlib.util.spec_from_file_location("submission_headers", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["submission_headers"] = module
+            spec.loader.exec_module(module)
     return sys.modules["submission_headers"]
 
 

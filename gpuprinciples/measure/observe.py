@@ -23,6 +23,7 @@ sentences. Nothing here judges.
 from __future__ import annotations
 
 import _thread
+import csv
 import glob
 import os
 import site
@@ -41,7 +42,8 @@ except ImportError:  # pragma: no cover - a dependency; without it child process
 _MARK = "gpuprinciples::call"
 _STDLIB = tuple(os.path.realpath(p) for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 # a Python installed inside its environment keeps site-packages under the standard library's folder (the H200
-# image: /opt/torch/.venv/lib/python3.12/site-packages): installed packages are not the standard library
+# image: /opt/torch/.venv/lib/python3.12/site-packages): installed packages are not the standard library;
+# installed however (`pip install --user` puts them in the user's site-packages)
 _SITE_DIRS = {os.path.realpath(p) for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
                                              site.getusersitepackages(), *getattr(site, "getsitepackages", list)())}
 
@@ -50,23 +52,31 @@ def _packages_beside(folder: str) -> set[str]:
     """What pip installed into a folder on sys.path that is no site-packages (`pip install --target DIR`, DIR
     on PYTHONPATH; a carried wheel on the GPU machine): each package's own folder (`DIR/tqdm/`) or module
     (`DIR/six.py`), named by its dist-info, never the whole folder, where a learner's own files may sit."""
-    from importlib.metadata import Distribution
     found = set()
     for info in glob.glob(os.path.join(glob.escape(folder), "*.dist-info")):
-        dist = Distribution.at(info)
-        try:
-            named = (dist.read_text("top_level.txt") or "").split()  # a package or a module: either
-            files = () if named else dist.files or ()  # else its RECORD (torch's: 14,622 lines, 0.09 s)
-        except Exception:  # an unreadable dist-info names nothing: the grading child must still start
-            continue
-        found.update(p for top in named for p in (os.path.join(folder, top, ""), os.path.join(folder, top + ".py")))
-        found.update(os.path.join(folder, f.parts[0], "") if len(f.parts) > 1 else os.path.join(folder, f.parts[0])
-                     for f in files if f.parts[0] != ".." and not f.parts[0].endswith(".dist-info"))
+        try:  # top_level.txt names a package or a module: either
+            tops = [p for top in _read(info, "top_level.txt").split() for p in (top + "/", top + ".py")]
+            # else RECORD lists each file pip wrote: its first folder, or the file itself. Read as text, not with
+            # `Distribution.files`, which from Python 3.12 drops each file it does not find (a stat each)
+            tops = tops or [row[0].split("/")[0] + "/" if "/" in row[0] else row[0]
+                            for row in csv.reader(_read(info, "RECORD").splitlines()) if row]
+        except (OSError, UnicodeDecodeError, csv.Error):  # an unreadable dist-info names nothing: the
+            continue  # grading child must still start
+        found.update(os.path.join(folder, top) for top in tops
+                     if top != "../" and not top.rstrip("/").endswith(".dist-info"))
     return found
 
 
-# installed packages, however installed (`pip install --user` puts them in the user's site-packages); the
-# site-packages folders first
+def _read(info: str, name: str) -> str:
+    """A dist-info's file, or "" where it has none."""
+    path = os.path.join(info, name)
+    if not os.path.exists(path):
+        return ""
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+# installed packages: the site-packages folders first, then what pip put in other folders on sys.path
 _SITE = tuple(sorted(_SITE_DIRS)) + tuple(sorted(
     {p for entry in {os.path.realpath(e) for e in sys.path if e} - _SITE_DIRS for p in _packages_beside(entry)}))
 _OURS = tuple(os.path.realpath(os.path.dirname(m.__file__)) for m in (torch,) if getattr(m, "__file__", None))
