@@ -102,6 +102,29 @@ def test_ceilings_measures_once_then_reuses(tmp_path, monkeypatch):
     assert saved["measured_at"] == again.measured_at and saved["device"] == "cpu"
 
 
+def test_a_judgement_on_ceilings_that_read_low_is_made_again_on_ceilings_measured_now(monkeypatch):
+    asked = []
+    monkeypatch.setattr(calibrate, "ceilings", lambda refresh=False: asked.append(refresh) or ("fresh" if refresh
+                                                                                               else "cached"))
+    assert calibrate.judged(lambda c: f"judged on {c}", lambda result: False) == "judged on cached"
+    assert asked == [False]
+    asked.clear()
+    assert calibrate.judged(lambda c: f"judged on {c}", lambda result: result.endswith("cached")) == "judged on fresh"
+    assert asked == [False, True]
+
+
+def test_a_timed_exercise_measures_its_ceilings_before_the_learners_code_runs(monkeypatch):
+    from gpuprinciples.course.catalog import get
+    from gpuprinciples.grader import grading
+    asked = []
+    monkeypatch.setattr(calibrate, "ceilings", lambda: asked.append("measured"))
+    for mode in ("cpu", "gpu"):
+        monkeypatch.setattr(grading.runtime, "MODE", mode)
+        for exercise in ("fusion.cos_cos", "amp.train_step", "checkpoint.fit_budget", "flash.merge"):
+            grading._ceilings_before_the_child(get(exercise))
+    assert asked == ["measured"] * 3  # on a GPU, the timed kernel and the two timed steps; never on a CPU
+
+
 def test_l2_comes_from_the_gpu_and_the_table_only_from_a_published_sheet(monkeypatch):
     assert specs.SPECS["H200"].l2_mib is None  # no NVIDIA datasheet states the H200's L2
     assert specs.SPECS["H100"].l2_mib == 50  # the H100 whitepaper's, SXM5

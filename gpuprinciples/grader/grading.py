@@ -179,6 +179,7 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
         _prove_comparison_can_fail(exercise, cases, expected)
 
     phase("references")
+    _ceilings_before_the_child(exercise)
     longer = "`--timeout SECONDS`" if shell else "`check(..., timeout=SECONDS)`"
     with Sandbox(timeout or DEFAULT_TIMEOUT_S or exercise.timeout_s, longer=longer) as box:
         box.start(submission.job(exercise.id, runtime.DEVICE))
@@ -330,6 +331,14 @@ def _requirement_mode() -> str:
     return "cpu" if runtime.INTERPRETER else "gpu"
 
 
+def _ceilings_before_the_child(exercise: FunctionExercise) -> None:
+    """A timed exercise's ceilings, measured here (when none is cached) before the learner's code runs: measured
+    later, while their child could still keep the GPU busy, a ceiling reads low and is cached for 12 hours."""
+    if runtime.MODE == "gpu" and (exercise.timing is not None or exercise.timed_roof is not None):
+        from ..measure import calibrate
+        calibrate.ceilings()
+
+
 def _timed_case_roof(exercise: FunctionExercise, case, output: dict, report: Report) -> None:
     """A step timed by the exercise's own run: its fraction of this GPU's roof, as every timed kernel's."""
     from ..course.lab import steproof
@@ -339,9 +348,7 @@ def _timed_case_roof(exercise: FunctionExercise, case, output: dict, report: Rep
     def roof_with(ceilings):
         return steproof.timed_roof(exercise.timed_roof, case.args[0], output.get("rounds"), ceilings)
 
-    roof = roof_with(calibrate.ceilings())
-    if roof is not None and roof[0]["fraction"] > 1:  # above the roof: the cached ceiling was measured while the
-        roof = roof_with(calibrate.ceilings(refresh=True))  # GPU was busy (it reads low); measured once more
+    roof = calibrate.judged(roof_with, lambda roof: roof is not None and roof[0]["fraction"] > 1)
     if roof is not None:
         report.measurements["roof"], sentence = roof
         report.notes.append(sentence[0].upper() + sentence[1:] + f" (your step, case {case.label}).")
@@ -472,11 +479,9 @@ def _timed_verdict(exercise: FunctionExercise, spec, which: int, box: Sandbox, r
         del want
     if args is None:  # nothing came back: the judge says so; the inputs still give the minimum bytes
         args = spec.inputs(torch.Generator(device="cuda").manual_seed(seeds[0]), "cuda")
-    def judged(ceilings):
+    def judge_with(ceilings):
         return judge.judge_timing(spec, exercise.requirements, args, references, result, ceilings.copy_bandwidth,
                                   earlier[1] if earlier else None, peak_flops=roofline.inputs_peak(ceilings, args))
 
-    verdict = judged(calibrate.ceilings())
-    if verdict.implausible:  # beyond the copy ceiling measured here: measured once more before saying so (a
-        verdict = judged(calibrate.ceilings(refresh=True))  # ceiling taken while the GPU was busy reads low)
+    verdict = calibrate.judged(judge_with, lambda verdict: verdict.implausible)  # faster than the copy ceiling
     return verdict, result

@@ -181,3 +181,11 @@ def ceilings(refresh: bool = False, device=None, quick: bool = False) -> Ceiling
     c = measure_ceilings(device, quick=quick) if kind == "cuda" else measure_cpu_ceilings(quick=quick)
     save_ceilings(c)
     return c
+
+
+def judged(judge, read_low):
+    """`judge(ceilings)` with the cached ceilings, and once more with ceilings measured now when
+    `read_low(result)` says they read low: a ceiling cached while something else kept the GPU busy puts a
+    kernel above its roof (the grader's timing verdict and a timed step's roof fraction both ask this)."""
+    result = judge(ceilings())
+    return judge(ceilings(refresh=True)) if read_low(result) else result

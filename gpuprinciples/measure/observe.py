@@ -69,11 +69,11 @@ def _packages_beside(folder: str) -> set[str]:
 
 def _read(info: str, name: str) -> str:
     """A dist-info's file, or "" where it has none."""
-    path = os.path.join(info, name)
-    if not os.path.exists(path):
+    try:
+        with open(os.path.join(info, name), encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
         return ""
-    with open(path, encoding="utf-8") as f:
-        return f.read()
 
 
 # installed packages: the site-packages folders first, then what pip put in other folders on sys.path
