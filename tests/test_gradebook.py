@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from gpuprinciples import cli
+from gpuprinciples import cli, runtime
 from gpuprinciples.grader.grading import check
 from gpuprinciples.instructor import gradebook
 
@@ -66,7 +66,11 @@ def test_gradebook_grades_a_class_and_leaves_submissions_untouched(submissions, 
     rows = {(r["learner"], r["exercise"]): r for r in csv.DictReader(open(out / "gradebook.csv", encoding="utf-8"))}
     assert rows[("alice", "factory.intensity")]["status"] == "passed"
     assert rows[("alice", "fusion.vector_add")]["status"] == "passed"
-    assert float(rows[("alice", "fusion.vector_add")]["bytes_ratio"]) <= 1.1  # counted under the interpreter
+    alice_add = rows[("alice", "fusion.vector_add")]
+    if runtime.HAS_CUDA:  # timed on the GPU, ranked by time; no bytes are counted there
+        assert float(alice_add["time_ms"]) > 0 and "×" in alice_add["speedups"] and alice_add["bytes_ratio"] == ""
+    else:
+        assert float(alice_add["bytes_ratio"]) <= 1.1  # counted under the interpreter
     assert rows[("alice", "factory.eager_bytes")]["status"] == "passed"
     assert rows[("bob", "factory.intensity")]["status"] == "failed"
     bob_add = rows[("bob", "fusion.vector_add")]
@@ -75,7 +79,8 @@ def test_gradebook_grades_a_class_and_leaves_submissions_untouched(submissions, 
 
     page = (out / "gradebook.html").read_text(encoding="utf-8")
     assert "ZeroDivisionError" in page and "no Triton kernel was launched" in page
-    assert "bytes moved / minimum" in page  # the leaderboard on a CPU ranks by counted bytes
+    # the leaderboard ranks by GPU time, else (a CPU) by counted bytes
+    assert ("median time on the GPU (ms)" if runtime.HAS_CUDA else "bytes moved / minimum") in page
     runs = json.loads((out / "gradebook.json").read_text())
     assert {(r["learner"], r["notebook"], r["status"]) for r in runs} == {
         ("alice", "01.ipynb", "ok"), ("bob", "01.ipynb", "cell errors"), ("bob", "02.ipynb", "ok")}

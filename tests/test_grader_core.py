@@ -316,6 +316,18 @@ def test_a_cpu_tensor_handed_to_a_gpu_kernel_is_explained():
     assert said.startswith("ValueError: Pointer argument") and "device=x.device" in said
 
 
+def test_a_gpu_out_of_memory_says_what_to_free_however_long_torchs_message():
+    from gpuprinciples.grader import worker
+    message = ("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB of which "
+               "1.06 GiB is free. " + "Process 4242 has 40.00 GiB memory in use. " * 40)
+    try:
+        raise torch.OutOfMemoryError(message)
+    except torch.OutOfMemoryError as exc:
+        said = worker._describe_error(exc, "nowhere.py")
+    assert said.startswith("OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert said.endswith(" …; " + worker.OUT_OF_MEMORY)  # torch's words cut, the sentence whole
+
+
 def test_every_further_kernel_takes_its_solutions_arguments():
     """`gpuprinciples bench` times an exercise's `further` kernels ("how far it goes") with the solution's inputs."""
     import inspect

@@ -125,6 +125,17 @@ def test_a_timed_exercise_measures_its_ceilings_before_the_learners_code_runs(mo
     assert asked == ["measured"] * 3  # on a GPU, the timed kernel and the two timed steps; never on a CPU
 
 
+def test_the_memory_this_process_caches_goes_back_before_the_learners_code_runs(monkeypatch):
+    from gpuprinciples.grader import grading
+    emptied = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: emptied.append(grading.runtime.MODE))
+    for mode, initialized in (("cpu", False), ("gpu", False), ("gpu", True)):
+        monkeypatch.setattr(grading.runtime, "MODE", mode)
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized)
+        grading._memory_for_the_child()
+    assert emptied == ["gpu"]  # only where this process has a CUDA context to give memory back from
+
+
 def test_l2_comes_from_the_gpu_and_the_table_only_from_a_published_sheet(monkeypatch):
     assert specs.SPECS["H200"].l2_mib is None  # no NVIDIA datasheet states the H200's L2
     assert specs.SPECS["H100"].l2_mib == 50  # the H100 whitepaper's, SXM5

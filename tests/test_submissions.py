@@ -8,10 +8,21 @@ a GPU). Tests that assert more about a fixture read the same report (`submission
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from run_log import log
-from submission_headers import FOLDER, MutantError, graded_files, header, materialise, report, runs_on, verdict_on
+from submission_headers import (
+    FOLDER,
+    MutantError,
+    graded_files,
+    header,
+    materialise,
+    report,
+    runs_on,
+    timed_on_a_gpu,
+    verdict_on,
+)
 
 from gpuprinciples import runtime
 
@@ -87,4 +98,13 @@ def test_on_a_cpu(path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("path", [p for p in FILES if runs_on(p, "gpu")], ids=_id)
 def test_on_a_gpu(path):
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:  # each worker grades six at a time, on one GPU
+        pytest.fail("grade the GPU fixtures in one pytest process (no -n): on an H100, -n 6 ran out of GPU memory "
+                    "and timed a slow fixture as passing (2026-12-07), where one process gave every stated verdict")
     check(path)
+
+
+def test_a_verdict_reached_by_timing_is_graded_alone():
+    slow, wrong = FOLDER / "fusion" / "cos_cos_module_device.py", FOLDER / "fusion" / "cos_cos_no_mask.py"
+    assert timed_on_a_gpu(slow) and timed_on_a_gpu(FOLDER / "fusion" / "cos_cos_device_cuda.py")
+    assert not timed_on_a_gpu(wrong)

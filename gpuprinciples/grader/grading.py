@@ -180,6 +180,7 @@ def _grade_function(exercise: FunctionExercise, answer, report: Report, *, timeo
 
     phase("references")
     _ceilings_before_the_child(exercise)
+    _memory_for_the_child()
     longer = "`--timeout SECONDS`" if shell else "`check(..., timeout=SECONDS)`"
     with Sandbox(timeout or DEFAULT_TIMEOUT_S or exercise.timeout_s, longer=longer) as box:
         box.start(submission.job(exercise.id, runtime.DEVICE))
@@ -337,6 +338,13 @@ def _ceilings_before_the_child(exercise: FunctionExercise) -> None:
     if runtime.MODE == "gpu" and (exercise.timing is not None or exercise.timed_roof is not None):
         from ..measure import calibrate
         calibrate.ceilings()
+
+
+def _memory_for_the_child() -> None:
+    """The GPU memory this process caches but no longer uses (the references just computed, a notebook's freed
+    tensors) goes back to the GPU: the learner's code runs in another process, which could not allocate it."""
+    if runtime.MODE == "gpu" and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _timed_case_roof(exercise: FunctionExercise, case, output: dict, report: Report) -> None:

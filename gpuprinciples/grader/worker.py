@@ -157,6 +157,9 @@ def _portable(value):
     return f"<a {type(value).__module__}.{type(value).__qualname__}>"
 
 
+OUT_OF_MEMORY = ("the GPU's memory ran out while your code ran: the check runs it in a process of its own, so "
+                 "what your notebook still keeps on the GPU, and what other programs hold, leaves it less; `del` "
+                 "those tensors and call `torch.cuda.empty_cache()`, or restart the kernel, then check again")
 # A GPU's words for what it refuses (Triton a launch, PyTorch an operation across the two memories), and what
 # the learner did: (fragment of the message, the sentence added)
 GPU_ERRORS = (
@@ -166,6 +169,7 @@ GPU_ERRORS = (
     ("Expected all tensors to be on the same device",
      "a tensor made in the CPU's memory (without `device=`) meets one in the GPU's: make it on the inputs' device "
      "(`device=x.device`), or use a Python number"),
+    *((fragment, OUT_OF_MEMORY) for fragment in ("CUDA out of memory", "CUDA error: out of memory")),
 )
 
 
@@ -174,10 +178,10 @@ def _describe_error(exc: BaseException, source_file: str) -> str:
     mine = [f for f in frames if f.filename == source_file]
     where = f" (line {mine[-1].lineno}: {mine[-1].line})" if mine else ""
     text = gpucompile.compile_error_sentence(exc) or f"{type(exc).__name__}: {exc}".strip()
-    text += "".join(f"; {why}" for fragment, why in GPU_ERRORS if fragment in text)
-    if len(text) > 1200:
+    whys = "".join(f"; {why}" for fragment, why in GPU_ERRORS if fragment in text)
+    if len(text) > 1200:  # the library's own words are cut, never the sentence that says what to do
         text = text[:1200] + " …"
-    return text + where
+    return text + whys + where
 
 
 def _beyond_interpreter(exc: BaseException) -> bool:
