@@ -160,6 +160,7 @@ def _portable(value):
 OUT_OF_MEMORY = ("the GPU's memory ran out while your code ran: the check runs it in a process of its own, so "
                  "what your notebook still keeps on the GPU, and what other programs hold, leaves it less; `del` "
                  "those tensors and call `torch.cuda.empty_cache()`, or restart the kernel, then check again")
+
 # A GPU's words for what it refuses (Triton a launch, PyTorch an operation across the two memories), and what
 # the learner did: (fragment of the message, the sentence added)
 GPU_ERRORS = (
