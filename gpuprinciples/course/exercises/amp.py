@@ -171,6 +171,18 @@ def _time_on_gpu(fn, recipe: dict) -> dict:
     return {"rounds": [dict(r) for r in comparison.rounds]}  # raw: the grader computes every statistic
 
 
+def time_on_gpu(fn, recipe: dict) -> dict:
+    """Lesson 04's GPU timing: the learner's step against the fp32 step, as the grader's timed case measures it.
+    {"median_ms": {"yours": ms, "fp32": ms}, "speedup": [ratio, 95% low, 95% high]}."""
+    return speed(_time_on_gpu(fn, recipe))
+
+
+def speed(raw: dict) -> dict:
+    """What the raw rounds of `_time_on_gpu` say (`timing.summarize_rounds`): the figures both the lesson and the
+    grader read. Raises ValueError on rounds that are not positive times of both steps."""
+    return timing.summarize_rounds(raw.get("rounds"), "yours", "fp32")
+
+
 def _reference(recipe: dict, timed: bool = False) -> dict | None:
     return None if timed else train(fp32_step, recipe, "cpu")
 
@@ -235,7 +247,7 @@ def _compare_speed(got, where: str) -> list[str]:
     if not isinstance(got, dict) or "rounds" not in got:
         return [f"the timed run returned nothing the grader can read{where}"]
     try:
-        ratio, low, high = timing.summarize_rounds(got.get("rounds"), "yours", "fp32")["speedup"]
+        ratio, low, high = speed(got)["speedup"]
     except (ValueError, AttributeError):
         return [f"the timed run returned nothing the grader can read{where}"]
     if low < MIN_SPEEDUP:
