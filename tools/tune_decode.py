@@ -59,8 +59,6 @@ remaining items are skipped and say so):
    embedding and cache write, decode attention's merge, the whole attention, one of the four products, the head), in
    turns. The logits are wrong without it; the time it saves is that kernel's share of the step, its overlap with
    the others included (then the profile of the whole step).
-19. weights prefetched into L2 while the attention half runs (`decode_step.PREFETCH_AHEAD`, `--model`): the rotary
-   kernel asks L2 for the layer's output weights and the first bytes of its gate | up weights, in turns with nothing.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -977,23 +975,6 @@ def left_out():
     return rows
 
 
-@item
-def prefetch_ahead():
-    """19. the layer's output and gate | up weights prefetched into L2 by the rotary kernel (--model), in turns"""
-    label, config = sizes((f"LLAMA_{ARGS.model.upper()}", MODELS[ARGS.model]), ("TINY", TINY))
-    ahead = {"nothing prefetched": (None, True), "output weights": (0, True),
-             **{f"output weights and {mb} MB of gate | up": (mb * 2**20, True) for mb in (8, 16, 32, 64)},
-             **{f"output weights and {mb} MB of gate | up, line by line": (mb * 2**20, False) for mb in (0, 8, 32)}}
-
-    def variant(n, bulk):
-        stack = contextlib.ExitStack()
-        stack.enter_context(ds.switched("PREFETCH_AHEAD", n))
-        stack.enter_context(ds.switched("PREFETCH_BULK", bulk))
-        return stack
-    return step_variants({name: (lambda args=args: variant(*args)) for name, args in ahead.items()},
-                         models=((label, config),))[label]
-
-
 # -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
@@ -1050,7 +1031,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, prefetch_ahead):
+                rule_tiles_and_trigger, step_ends, left_out):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

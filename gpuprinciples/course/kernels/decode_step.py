@@ -195,10 +195,6 @@ EARLY_TRIGGER = 8
 # graphed step of LLAMA_1B took 1.096 ms with them against 1.143, LLAMA_8B's 5.664 against 5.708
 # (docs/roof-h200.md#sixth-pass; an earlier profile of the step on an H200 gave PyTorch's other kernels 47 µs).
 FUSED_ENDS = True
-# The experiment of docs/roof-h200.md#ninth-pass: the rotary kernel asks L2 to prefetch the layer's output weights
-# and the first PREFETCH_AHEAD bytes of its gate | up weights while the attention half runs (None: nothing).
-PREFETCH_AHEAD = None
-PREFETCH_BULK = True  # one bulk prefetch per lane (cp.async.bulk.prefetch.L2), else one per 128-byte line
 
 
 @contextlib.contextmanager
@@ -282,19 +278,11 @@ def early_trigger(x: torch.Tensor, grid: tuple, pdl: bool) -> bool:
 
 @triton.jit
 def rope_cache_kernel(QKV, Cos, Sin, Pos, Q, KC, VC, Hq, Hkv, sxb, scs, sqb, sqh, skb, skh, sks, svb, svh, svs,
-                      A0, a0_bytes, A1, a1_bytes, HALF: tl.constexpr, PDL: tl.constexpr = False,
-                      AHEAD: tl.constexpr = False, BULK: tl.constexpr = True):
+                      HALF: tl.constexpr, PDL: tl.constexpr = False):
     """Program (b, head) of the fused q | k | v row: q and k heads rotated by position pos = Pos[b]'s
-    angles (pairs i, i + HALF), q's written to Q, k's and v's to the caches at pos. AHEAD: the programs of b = 0
-    first ask L2 to prefetch the a0_bytes at A0 and the a1_bytes at A1 (weights: no kernel writes them)."""
+    angles (pairs i, i + HALF), q's written to Q, k's and v's to the caches at pos."""
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    if AHEAD:
-        if b == 0:
-            lanes = tl.num_programs(1) * 32
-            lane = h * 32 + tl.arange(0, 32)
-            _prefetch_share(A0, a0_bytes, lane, lanes, BULK)
-            _prefetch_share(A1, a1_bytes, lane, lanes, BULK)
     if PDL:  # all it reads comes from the step (qkv, the position): nothing to start on before the wait
         tl.extra.cuda.gdc_wait()
     pos = tl.load(Pos + b).to(tl.int64)
@@ -318,46 +306,18 @@ def rope_cache_kernel(QKV, Cos, Sin, Pos, Q, KC, VC, Hq, Hkv, sxb, scs, sqb, sqh
     tl.store(dst + HALF + offs, x2.to(Q.dtype.element_ty))
 
 
-@triton.jit
-def _prefetch_share(A, nbytes, lane, lanes, BULK: tl.constexpr):
-    """Lane `lane` of `lanes` asks L2 for its share of the nbytes at A: one bulk prefetch (BULK; shares of 16 B),
-    or one prefetch per 128-byte line."""
-    if BULK:
-        share = (nbytes + lanes * 16 - 1) // (lanes * 16) * 16
-        start = lane.to(tl.int64) * share
-        size = tl.minimum(tl.maximum(nbytes - start, 0), share).to(tl.int32)
-        ptr = A.to(tl.pointer_type(tl.int8)) + tl.where(size > 0, start, 0)
-        tl.inline_asm_elementwise("{\n\t.reg .pred p;\n\tsetp.gt.s32 p, $2, 0;\n\t"
-                                  "@p cp.async.bulk.prefetch.L2.global [$1], $2;\n\tmov.u32 $0, 0;\n\t}",
-                                  "=r,l,r", [ptr, size], dtype=tl.int32, is_pure=False, pack=1)
-    else:
-        lines = nbytes // 128
-        for i in range(0, tl.cdiv(lines, lanes)):
-            line = i * lanes + lane.to(tl.int64)  # neighbouring lanes, neighbouring lines
-            ptr = A.to(tl.pointer_type(tl.int8)) + tl.where(line < lines, line, 0) * 128
-            tl.inline_asm_elementwise("prefetch.global.L2 [$1];\n\tmov.u32 $0, 0;", "=r,l", [ptr],
-                                      dtype=tl.int32, is_pure=False, pack=1)
-
-
 def rope_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
-                   k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int, ahead: tuple = ()) -> torch.Tensor:
+                   k_cache: torch.Tensor, v_cache: torch.Tensor, n_heads: int) -> torch.Tensor:
     """qkv [B, (Hq + 2·Hkv)·D] (q | k | v heads), cos and sin [max_seq, D/2] float32, positions [B] int32;
-    caches [B, Hkv, max_seq, D]. Writes rope(k) and v at each sequence's position; returns rope(q) [B, Hq, D].
-    ahead: up to two (tensor, bytes) whose first bytes L2 is asked to prefetch, on a sm_90 GPU (PREFETCH_AHEAD)."""
+    caches [B, Hkv, max_seq, D]. Writes rope(k) and v at each sequence's position; returns rope(q) [B, Hq, D]."""
     B = qkv.shape[0]
     Hkv, D = k_cache.shape[1], k_cache.shape[3]
     assert qkv.shape[1] == (n_heads + 2 * Hkv) * D and qkv.stride(1) == 1 and D == triton.next_power_of_2(D)
     assert cos.stride(1) == 1 and cos.stride() == sin.stride() and k_cache.stride(3) == v_cache.stride(3) == 1
     q = torch.empty((B, n_heads, D), dtype=qkv.dtype, device=qkv.device)
-    options = pdl_options(qkv)
-    regions = [(t, min(n, t.numel() * t.element_size()) // 16 * 16) for t, n in ahead][:2]
-    if regions and options and qkv.is_cuda:  # with PDL a GPU is sm_90+: it has the bulk prefetch
-        options.update(AHEAD=True, BULK=PREFETCH_BULK)
-    regions += [(q, 0)] * (2 - len(regions))
     rope_cache_kernel[(B, n_heads + 2 * Hkv)](
         qkv, cos, sin, positions, q, k_cache, v_cache, n_heads, Hkv, qkv.stride(0), cos.stride(0), q.stride(0),
-        q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], *regions[0], *regions[1], HALF=D // 2,
-        num_warps=1, **options)
+        q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], HALF=D // 2, num_warps=1, **pdl_options(qkv))
     return q
 
 

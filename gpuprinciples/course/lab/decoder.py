@@ -262,9 +262,7 @@ class Decoder:
                 attn = rope_attention(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads,
                                       self.split_counts[i], pdl=decode_step.PDL)
             else:
-                ahead = () if decode_step.PREFETCH_AHEAD is None else (
-                    (self._packed(layer["wo"])[0], 2**62), (self._packed(layer["w13"])[0], decode_step.PREFETCH_AHEAD))
-                q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads, ahead)
+                q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
                 attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
             x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
             gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
