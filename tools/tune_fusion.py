@@ -1,12 +1,14 @@
 """Time variants of the fusion reference kernels on a GPU and print a table per kernel, fastest first.
 
-    PYTHONPATH=. python tools/tune_fusion.py [cos_cos softmax layernorm bias_gelu]
+    PYTHONPATH=. python tools/tune_fusion.py [cos_cos softmax layernorm bias_gelu bias_gelu_forms]
 
 Each table: median time (L2 flushed before each call, variants interleaved), bandwidth from the fewest
 bytes the op must move, its share of the copy ceiling measured on this GPU, and the speedup over the
 first entry (PyTorch) with its 95 % interval. `copy_` of the same bytes is the practical ceiling at
 this size. The kernels' defaults come from what this printed on an H200; softmax and layer norm are
 also timed against the persistent design they replaced (a few programs per SM looping over rows).
+`bias_gelu_forms` (not in the default run) times the flat layout's choices against `copy_` itself: issue 31
+asks for 1.05× torch.compile, which runs at the copy rate.
 """
 
 import itertools
@@ -43,6 +45,56 @@ def persistent_softmax(x, num_warps=8, num_stages=2, programs_per_sm=8):
     persistent_softmax_kernel[(programs,)](x, y, m, n, x.stride(0), y.stride(0), programs,
                                            BLOCK=triton.next_power_of_2(n), NUM_STAGES=num_stages,
                                            num_warps=num_warps)
+    return y
+
+
+@triton.jit
+def flat_form_kernel(x_ptr, b_ptr, y_ptr, numel, N, BLOCK: tl.constexpr, OFFSETS_64: tl.constexpr,
+                     STREAM_STORES: tl.constexpr):
+    """bias + GELU over x as one flat range, as `kernels.bias_gelu.bias_gelu_flat`, with two of its choices open:
+    64-bit offsets (the package's: index % N is then a 64-bit remainder, a long instruction sequence) or 32-bit
+    ones (Inductor's when numel < 2^31), and stores with the default policy or streamed past L2 (.cs)."""
+    if OFFSETS_64:
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    else:
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < numel
+    x = tl.load(x_ptr + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
+    x += tl.load(b_ptr + offs % N, mask=mask, eviction_policy="evict_last").to(tl.float32)
+    y = (0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))).to(y_ptr.dtype.element_ty)
+    if STREAM_STORES:
+        tl.store(y_ptr + offs, y, mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(y_ptr + offs, y, mask=mask)
+
+
+@triton.jit
+def row_form_kernel(x_ptr, b_ptr, y_ptr, N, BLOCK: tl.constexpr, STREAM_STORES: tl.constexpr):
+    """The same by row: program (j, row) takes columns [j·BLOCK, (j+1)·BLOCK) of one row, no remainder at all."""
+    row = tl.program_id(1).to(tl.int64)
+    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(x_ptr + row * N + cols, mask=mask, eviction_policy="evict_first").to(tl.float32)
+    x += tl.load(b_ptr + cols, mask=mask).to(tl.float32)
+    y = (0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))).to(y_ptr.dtype.element_ty)
+    if STREAM_STORES:
+        tl.store(y_ptr + row * N + cols, y, mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(y_ptr + row * N + cols, y, mask=mask)
+
+
+def flat_form(x, b, block=1024, num_warps=4, offsets_64=False, stream_stores=False):
+    y = torch.empty_like(x)
+    flat_form_kernel[(triton.cdiv(x.numel(), block),)](x, b, y, x.numel(), x.shape[1], BLOCK=block,
+                                                       OFFSETS_64=offsets_64, STREAM_STORES=stream_stores,
+                                                       num_warps=num_warps)
+    return y
+
+
+def row_form(x, b, block=1024, num_warps=4, stream_stores=False):
+    y = torch.empty_like(x)
+    row_form_kernel[(triton.cdiv(x.shape[1], block), x.shape[0])](x, b, y, x.shape[1], BLOCK=block,
+                                                                  STREAM_STORES=stream_stores, num_warps=num_warps)
     return y
 
 
@@ -105,6 +157,19 @@ def main(which):
                                         **variants(bias_gelu_flat, block=[1024, 2048, 4096, 8192],
                                                    num_warps=[4, 8, 16])},
               (x, b), 8 * x.numel())
+
+    if "bias_gelu_forms" in which:  # issue 31: can a bias + GELU kernel beat copy_ of its bytes? Two rounds
+        x, b = torch.randn(8192, 8192, device="cuda"), torch.randn(8192, device="cuda")
+        eager = lambda t, b: F.gelu(t + b)  # noqa: E731
+        fns = {"eager": eager, "copy_": copy_of(x), "torch.compile": torch.compile(eager), "flat": bias_gelu_flat,
+               **variants(flat_form, block=[1024, 2048], num_warps=[4, 8], offsets_64=[False, True],
+                          stream_stores=[False, True]),
+               **variants(row_form, block=[1024, 2048, 8192], num_warps=[4, 8], stream_stores=[False, True])}
+        want = eager(x, b)
+        for name, fn in fns.items():
+            assert name == "copy_" or torch.allclose(fn(x, b), want, atol=1e-5, rtol=1e-5), name
+        for round_ in (1, 2):
+            table(f"bias_gelu 8192^2 fp32, its forms, round {round_}", fns, (x, b), 8 * x.numel())
 
 
 if __name__ == "__main__":
