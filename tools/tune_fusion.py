@@ -50,10 +50,10 @@ def persistent_softmax(x, num_warps=8, num_stages=2, programs_per_sm=8):
 
 @triton.jit
 def flat_form_kernel(x_ptr, b_ptr, y_ptr, numel, N, BLOCK: tl.constexpr, OFFSETS_64: tl.constexpr,
-                     STREAM_STORES: tl.constexpr):
+                     STORE_CACHE: tl.constexpr):
     """bias + GELU over x as one flat range, as `kernels.bias_gelu.bias_gelu_flat`, with two of its choices open:
     64-bit offsets (the package's: index % N is then a 64-bit remainder, a long instruction sequence) or 32-bit
-    ones (Inductor's when numel < 2^31), and stores with the default policy or streamed past L2 (.cs)."""
+    ones (Inductor's when numel < 2^31), and stores with the default policy ("") or streamed past L2 (".cs")."""
     if OFFSETS_64:
         offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     else:
@@ -62,14 +62,11 @@ def flat_form_kernel(x_ptr, b_ptr, y_ptr, numel, N, BLOCK: tl.constexpr, OFFSETS
     x = tl.load(x_ptr + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
     x += tl.load(b_ptr + offs % N, mask=mask, eviction_policy="evict_last").to(tl.float32)
     y = (0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))).to(y_ptr.dtype.element_ty)
-    if STREAM_STORES:
-        tl.store(y_ptr + offs, y, mask=mask, cache_modifier=".cs")
-    else:
-        tl.store(y_ptr + offs, y, mask=mask)
+    tl.store(y_ptr + offs, y, mask=mask, cache_modifier=STORE_CACHE)
 
 
 @triton.jit
-def row_form_kernel(x_ptr, b_ptr, y_ptr, N, BLOCK: tl.constexpr, STREAM_STORES: tl.constexpr):
+def row_form_kernel(x_ptr, b_ptr, y_ptr, N, BLOCK: tl.constexpr, STORE_CACHE: tl.constexpr):
     """The same by row: program (j, row) takes columns [j·BLOCK, (j+1)·BLOCK) of one row, no remainder at all."""
     row = tl.program_id(1).to(tl.int64)
     cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -77,16 +74,17 @@ def row_form_kernel(x_ptr, b_ptr, y_ptr, N, BLOCK: tl.constexpr, STREAM_STORES: 
     x = tl.load(x_ptr + row * N + cols, mask=mask, eviction_policy="evict_first").to(tl.float32)
     x += tl.load(b_ptr + cols, mask=mask).to(tl.float32)
     y = (0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))).to(y_ptr.dtype.element_ty)
-    if STREAM_STORES:
-        tl.store(y_ptr + row * N + cols, y, mask=mask, cache_modifier=".cs")
-    else:
-        tl.store(y_ptr + row * N + cols, y, mask=mask)
+    tl.store(y_ptr + row * N + cols, y, mask=mask, cache_modifier=STORE_CACHE)
+
+
+def _store_cache(stream_stores: bool) -> str:
+    return ".cs" if stream_stores else ""
 
 
 def flat_form(x, b, block=1024, num_warps=4, offsets_64=False, stream_stores=False):
     y = torch.empty_like(x)
     flat_form_kernel[(triton.cdiv(x.numel(), block),)](x, b, y, x.numel(), x.shape[1], BLOCK=block,
-                                                       OFFSETS_64=offsets_64, STREAM_STORES=stream_stores,
+                                                       OFFSETS_64=offsets_64, STORE_CACHE=_store_cache(stream_stores),
                                                        num_warps=num_warps)
     return y
 
@@ -94,7 +92,8 @@ def flat_form(x, b, block=1024, num_warps=4, offsets_64=False, stream_stores=Fal
 def row_form(x, b, block=1024, num_warps=4, stream_stores=False):
     y = torch.empty_like(x)
     row_form_kernel[(triton.cdiv(x.shape[1], block), x.shape[0])](x, b, y, x.shape[1], BLOCK=block,
-                                                                  STREAM_STORES=stream_stores, num_warps=num_warps)
+                                                                  STORE_CACHE=_store_cache(stream_stores),
+                                                                  num_warps=num_warps)
     return y
 
 
