@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from gpuprinciples.course.kernels.bias_gelu import bias_gelu, bias_gelu_flat
+from gpuprinciples.course.kernels.bias_gelu import bias_gelu, bias_gelu_flat, gelu
 from gpuprinciples.course.kernels.cos_cos import cos_cos
 from gpuprinciples.course.kernels.layernorm import layernorm
 from gpuprinciples.course.kernels.softmax import softmax
@@ -61,7 +61,7 @@ def flat_form_kernel(x_ptr, b_ptr, y_ptr, numel, N, BLOCK: tl.constexpr, OFFSETS
     mask = offs < numel
     x = tl.load(x_ptr + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
     x += tl.load(b_ptr + offs % N, mask=mask, eviction_policy="evict_last").to(tl.float32)
-    y = (0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))).to(y_ptr.dtype.element_ty)
+    y = gelu(x).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + offs, y, mask=mask, cache_modifier=STORE_CACHE)
 
 
@@ -73,7 +73,7 @@ def row_form_kernel(x_ptr, b_ptr, y_ptr, N, BLOCK: tl.constexpr, STORE_CACHE: tl
     mask = cols < N
     x = tl.load(x_ptr + row * N + cols, mask=mask, eviction_policy="evict_first").to(tl.float32)
     x += tl.load(b_ptr + cols, mask=mask).to(tl.float32)
-    y = (0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))).to(y_ptr.dtype.element_ty)
+    y = gelu(x).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + row * N + cols, y, mask=mask, cache_modifier=STORE_CACHE)
 
 

@@ -22,6 +22,12 @@ import triton.language as tl
 
 
 @triton.jit
+def gelu(x):
+    """The exact (erf) GELU of x, in float32: 0.7071… is 1/sqrt(2)."""
+    return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+
+
+@triton.jit
 def bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, x_row_stride, y_row_stride,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
@@ -32,8 +38,7 @@ def bias_gelu_kernel(x_ptr, b_ptr, y_ptr, M, N, x_row_stride, y_row_stride,
     cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     b = tl.load(b_ptr + cols, mask=cols < N).to(tl.float32)
     x = x_desc.load([pid_m * BLOCK_M, pid_n * BLOCK_N]).to(tl.float32) + b[None, :]
-    y = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))  # 0.7071… = 1/sqrt(2)
-    y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], y.to(y_ptr.dtype.element_ty))
+    y_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], gelu(x).to(y_ptr.dtype.element_ty))
 
 
 def bias_gelu(x: torch.Tensor, bias: torch.Tensor, *, block_m: int | None = None, block_n: int | None = None,
@@ -62,8 +67,7 @@ def bias_gelu_flat_kernel(x_ptr, b_ptr, y_ptr, numel, N, BLOCK: tl.constexpr):
     # x is read once (evict first); the bias, N elements, is re-read by every row: keep it in L2 (evict last)
     x = tl.load(x_ptr + offs, mask=mask, eviction_policy="evict_first").to(tl.float32)
     x += tl.load(b_ptr + offs % N, mask=mask, eviction_policy="evict_last").to(tl.float32)
-    y = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + offs, gelu(x).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def bias_gelu_flat(x: torch.Tensor, bias: torch.Tensor, *, block: int = 1024, num_warps: int = 4) -> torch.Tensor:
