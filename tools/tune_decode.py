@@ -58,10 +58,7 @@ remaining items are skipped and say so):
 18. what each kind of kernel costs inside the step (`--model`): the graphed step with one kind left out (the rotary
    embedding and cache write, decode attention's merge, the whole attention, one of the four products, the head), in
    turns. The logits are wrong without it; the time it saves is that kernel's share of the step, its overlap with
-   the others included (then the profile of the whole step);
-19. partial sums added atomically into a float32 residual (`kernels/decode_mlp.py`): the layer's MLP in one launch
-   (RMSNorm, gate/up, SwiGLU and the down product; BLOCK_I BLOCK_K BLOCK_D warps stages) against fused_linear's two,
-   and decode attention's merge in the output product, each and both, in turns.
+   the others included (then the profile of the whole step).
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -83,7 +80,6 @@ import torch
 
 from gpuprinciples.course.exercises import decoding as ex
 from gpuprinciples.course.kernels import decode_attention as dk
-from gpuprinciples.course.kernels import decode_mlp as mk
 from gpuprinciples.course.kernels import decode_step as ds
 from gpuprinciples.course.kernels import paged_attention as pk
 from gpuprinciples.course.kernels import rope_attention as ra
@@ -960,34 +956,6 @@ def without(vocab: int, *left_out: str):
     return stack
 
 
-def atomic_residual(mlp: dict | None, merged: bool):
-    """The MLP in one launch (decode_mlp.fused_mlp) with these tiles, or (None) in fused_linear's two; decode
-    attention's merge and the output product in one launch (`merged`) or two."""
-    stack = contextlib.ExitStack()
-    stack.enter_context(ds.switched("FUSED_MLP", mlp is not None))
-    stack.enter_context(ds.switched("MERGED_OUTPUT", merged))
-    stack.enter_context(mock.patch.object(mk, "CONFIG", mlp if mlp is None or DEV == "cuda" else mk.CPU_CONFIG))
-    return stack
-
-
-MLP_TILES = ((16, 256, 256, 4, 3), (8, 256, 256, 4, 3), (32, 128, 256, 4, 3), (16, 512, 512, 8, 3),
-             (32, 256, 512, 8, 3))
-
-
-@item
-def atomic_adds():
-    """19. the MLP in one launch and the merge in the output product's, partial sums added atomically, in turns"""
-    names = ("BLOCK_I", "BLOCK_K", "BLOCK_D", "num_warps", "STAGES")
-    variants = {"two launches each": lambda: atomic_residual(None, False),
-                "the merge in the output product": lambda: atomic_residual(None, True)}
-    for merged in (False, True):
-        for tiles in MLP_TILES[:None if not merged else 2]:
-            cfg = dict(zip(names, tiles))
-            label = ("merge in output, " if merged else "") + "MLP in one, " + " ".join(map(str, tiles))
-            variants[label] = lambda cfg=cfg, merged=merged: atomic_residual(cfg, merged)
-    return step_variants(variants)
-
-
 LEFT_OUT = ((), ("rope",), ("merge",), ("attention",), ("rope", "attention"), ("qkv",), ("output",), ("gate/up",),
             ("down",), ("head",))
 
@@ -1063,7 +1031,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, atomic_adds):
+                rule_tiles_and_trigger, step_ends, left_out):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

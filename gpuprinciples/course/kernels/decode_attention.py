@@ -230,26 +230,22 @@ def pdl_options(on: bool, x: torch.Tensor) -> dict:
 
 
 def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides: tuple, cfg: dict,
-           after: tuple = (), pdl: bool = False, extra: dict | None = None, unmerged: bool = False):
+           after: tuple = (), pdl: bool = False, extra: dict | None = None) -> torch.Tensor:
     """Run a split kernel (contiguous or paged: `tensors` and their `strides` differ, `after` are its
     further arguments, `extra` its own keyword arguments) and, with more than one split, the merge; both with PDL
-    when `pdl` (pdl_options). `unmerged`: no merge, even of one split; returns the splits' (outputs, log-sum-exps, keys per split): splits
-    past a sequence's length are left unwritten."""
+    when `pdl` (pdl_options)."""
     options = pdl_options(pdl, q)
     B, Hq, D = q.shape
     out = torch.empty((B, Hq, D), dtype=q.dtype, device=q.device)
     splits = cfg["splits"]
-    parts = splits > 1 or unmerged
-    o_part = torch.empty((B, Hq, splits, D) if parts else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
-    lse_part = torch.empty((B, Hq, splits) if parts else (1, 1, 1), dtype=torch.float32, device=q.device)
+    o_part = torch.empty((B, Hq, splits, D) if splits > 1 else (1, 1, 1, 1), dtype=torch.float32, device=q.device)
+    lse_part = torch.empty((B, Hq, splits) if splits > 1 else (1, 1, 1), dtype=torch.float32, device=q.device)
     kernel[(B * n_kv_heads, splits)](
         q, *tensors, seq_lens, out, o_part, lse_part, n_kv_heads, cfg["chunk"], LOG2E / math.sqrt(D),
         q.stride(0), q.stride(1), *strides, out.stride(0), out.stride(1), *o_part.stride()[:3], *lse_part.stride()[:2],
-        *after, G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), D=D, BLOCK_N=cfg["block_n"], SINGLE=not parts,
+        *after, G=G, BLOCK_G=max(16, triton.next_power_of_2(G)), D=D, BLOCK_N=cfg["block_n"], SINGLE=splits == 1,
         PRECISION="ieee" if q.dtype == torch.float32 else "tf32", num_warps=cfg["num_warps"],
         num_stages=cfg["num_stages"], **options, **(extra or {}))
-    if unmerged:
-        return o_part, lse_part, cfg["chunk"]
     if splits > 1:
         merge_splits_kernel[(B * Hq,)](o_part, lse_part, seq_lens, out, Hq, cfg["chunk"], *o_part.stride()[:3],
                                        *lse_part.stride()[:2], out.stride(0), out.stride(1), D=D,
@@ -259,21 +255,19 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, seq_lens: torch.Tensor, *,
                      splits: int | None = None, block_n: int | None = None, num_warps: int | None = None,
-                     num_stages: int | None = None, descriptors: bool | None = None, pdl: bool = False,
-                     unmerged: bool = False):
+                     num_stages: int | None = None, descriptors: bool | None = None, pdl: bool = False
+                     ) -> torch.Tensor:
     """softmax(q · k[:len]ᵀ / √D) · v[:len] per sequence and query head, for one new token.
 
     The keyword arguments fix the launch parameters instead of the defaults (`plan`); `pdl` launches both kernels
-    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl). `unmerged`: the split
-    kernel alone, returning (o_part [B, Hq, splits, D], lse_part [B, Hq, splits]) float32 and the keys per split,
-    to be merged by the caller (decode_mlp.merged_output)."""
+    with Programmatic Dependent Launch (the fused decode step's switch, decode_step.pdl)."""
     _, Hkv, s_max, D = k_cache.shape
     assert v_cache.shape == k_cache.shape and k_cache.stride(-1) == v_cache.stride(-1) == 1
     G = check_shapes(q, Hkv, D, seq_lens)
     cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages, descriptors=descriptors)
     return launch(split_kv_kernel, q, seq_lens, Hkv, G, (k_cache, v_cache),
                   (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl,
-                  extra={"DESCRIPTORS": cfg["descriptors"]}, unmerged=unmerged)
+                  extra={"DESCRIPTORS": cfg["descriptors"]})
 
 
 # -------------------------------------------------------------------------------------------------

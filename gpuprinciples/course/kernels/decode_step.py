@@ -195,19 +195,11 @@ EARLY_TRIGGER = 8
 # graphed step of LLAMA_1B took 1.096 ms with them against 1.143, LLAMA_8B's 5.664 against 5.708
 # (docs/roof-h200.md#sixth-pass; an earlier profile of the step on an H200 gave PyTorch's other kernels 47 µs).
 FUSED_ENDS = True
-# The layer's MLP in one launch (kernels/decode_mlp.py: the down product's partial sums added atomically into a
-# float32 residual), where off it is two fused_linear launches (gate/up with RMSNorm, down with SwiGLU and the
-# residual). Issue 31's experiment.
-FUSED_MLP = False
-# Decode attention's merge and the output product in one launch (decode_mlp.merged_output, atomic adds into the
-# float32 residual), where off they are two. Issue 31's experiment, with FUSED_MLP or without.
-MERGED_OUTPUT = False
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS, FUSED_MLP,
-    MERGED_OUTPUT) set to `value` inside the
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS) set to `value` inside the
     block."""
     saved = globals()[name]
     globals()[name] = value
@@ -236,9 +228,8 @@ def pdl_options(x: torch.Tensor) -> dict:
 
 def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = None, *,
                  norm: torch.Tensor | None = None, eps: float = 1e-5, swiglu: bool = False,
-                 residual: torch.Tensor | None = None, config: dict | None = None,
-                 out_dtype: torch.dtype | None = None) -> torch.Tensor:
-    """epilogue(prologue(x) · (w · scale)ᵀ) -> [M, N] in `out_dtype` (default: x's dtype).
+                 residual: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
+    """epilogue(prologue(x) · (w · scale)ᵀ) -> [M, N] in x's dtype.
 
     x [M, K] (or [M, 2K] with swiglu=True: silu of its first half times its second), w [N, K] in x's dtype,
     or int8 / float8_e4m3fn with `scale` [N] float32; norm [K]: RMSNorm of x (with `eps`) scaled by it first;
@@ -248,13 +239,13 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
     N, K = w.shape
     assert x.shape[1] == (2 * K if swiglu else K), f"x is [M, {'2K' if swiglu else 'K'}] for w {tuple(w.shape)}"
     assert x.stride(1) == 1 and w.stride(1) == 1, "rows of x and w contiguous"
-    assert (scale is None) == (w.element_size() > 1), "8-bit weights need their scales; bf16 ones none"
+    assert (scale is None) == (w.dtype == x.dtype), "8-bit weights need their scales; bf16 ones none"
     cfg = dict(config or config_for(x, w))
     block_m = min(triton.next_power_of_2(M), 4)
     block_k = cfg.pop("BLOCK_K")
     while block_m * cfg["BLOCK_N"] * block_k > MAX_TILE_ELEMENTS * cfg["num_warps"] // 4 and block_k > 16:
         block_k //= 2  # a larger M holds more products per weight tile
-    y = torch.empty((M, N), dtype=out_dtype or x.dtype, device=x.device)
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if residual is not None:
         assert residual.shape == (M, N) and residual.stride(1) == 1
     prologue = SWIGLU if swiglu else RMSNORM if norm is not None else NO_PROLOGUE

@@ -35,7 +35,6 @@ import torch.nn.functional as F
 
 from ..kernels import decode_step
 from ..kernels.decode_attention import decode_attention
-from ..kernels.decode_mlp import fused_mlp, merged_output
 from ..kernels.decode_step import embed_and_lengths, fused_linear, greedy_next, rope_and_cache
 from ..kernels.rope_attention import rope_attention
 from ..kernels.weight_only_matmul import quantize as quantize_weight
@@ -141,7 +140,6 @@ class Decoder:
         self.norm = torch.ones(c.d_model, device=device, dtype=dtype)
         self.head = self.embed  # tied
         self.quantized: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(weight) -> (w8, scale)
-        self.transposed: dict[int, torch.Tensor] = {}  # id(weight) -> its transpose (_transposed)
         # the cache: [layer, batch, KV head, position, head dim], allocated once
         shape = (c.n_layers, batch, c.n_kv_heads, max_seq, c.head_dim)
         self.k_cache = torch.zeros(shape, device=device, dtype=dtype)
@@ -171,12 +169,6 @@ class Decoder:
     def _packed(self, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(the weight as stored, its scales or None)."""
         return self.quantized.get(id(weight), (weight, None))
-
-    def _transposed(self, weight: torch.Tensor) -> torch.Tensor:
-        """weightᵀ, contiguous, made once (decode_step.FUSED_MLP and MERGED_OUTPUT read rows of it)."""
-        if id(weight) not in self.transposed:
-            self.transposed[id(weight)] = weight.t().contiguous()
-        return self.transposed[id(weight)]
 
     def _linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         packed = self.quantized.get(id(weight))
@@ -263,40 +255,19 @@ class Decoder:
             x, lengths = embed_and_lengths(self.embed, tokens, seq_lens)  # lengths: with the new token
         else:
             x, lengths = self.embed[tokens], (None if one_launch else seq_lens + 1)  # rope_attention takes seq_lens
-        one_mlp = decode_step.FUSED_MLP and not self.quantized
-        merged = decode_step.MERGED_OUTPUT and not self.quantized and not one_launch
-        if one_mlp or merged:  # the residual in float32, added to atomically: three rows in turns (one added to,
-            sums = torch.zeros((3, B, c.d_model), dtype=torch.float32, device=self.device)  # one zeroed for the next)
-        adds = 0  # the atomic kernels so far
-
-        def next_sums():
-            nonlocal adds
-            adds += 1
-            return sums[(adds - 1) % 3], sums[adds % 3]
-
-        pdl = decode_step.pdl_options(x)
         for i, layer in enumerate(self.layers):
             k_cache, v_cache = self.k_cache[i, :B], self.v_cache[i, :B]
-            qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps,
-                               out_dtype=self.dtype)
+            qkv = fused_linear(x, *self._packed(layer["wqkv"]), norm=layer["norm1"], eps=c.norm_eps)
             if one_launch:
                 attn = rope_attention(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads,
                                       self.split_counts[i], pdl=decode_step.PDL)
             else:
                 q = rope_and_cache(qkv, self.cos, self.sin, seq_lens, k_cache, v_cache, c.n_heads)
-                attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL, unmerged=merged)
-            if merged:
-                x = merged_output(*attn, lengths, self._transposed(layer["wo"]), x, *next_sums(), pdl=pdl)
-            else:
-                x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x, out_dtype=self.dtype)
-            if one_mlp:
-                x = fused_mlp(x, layer["norm2"], layer["w13"], self._transposed(layer["w2"]), *next_sums(),
-                              eps=c.norm_eps, pdl=pdl)
-                continue
-            gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps,
-                                   out_dtype=self.dtype)
-            x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x, out_dtype=self.dtype)
-        return fused_linear(x, *self._packed(self.head), norm=self.norm, eps=c.norm_eps, out_dtype=self.dtype)
+                attn = decode_attention(q, k_cache, v_cache, lengths, pdl=decode_step.PDL)
+            x = fused_linear(attn.view(B, -1), *self._packed(layer["wo"]), residual=x)
+            gate_up = fused_linear(x, *self._packed(layer["w13"]), norm=layer["norm2"], eps=c.norm_eps)
+            x = fused_linear(gate_up, *self._packed(layer["w2"]), swiglu=True, residual=x)
+        return fused_linear(x, *self._packed(self.head), norm=self.norm, eps=c.norm_eps)
 
     # --- generation -----------------------------------------------------------------------------
 
