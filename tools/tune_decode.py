@@ -58,11 +58,7 @@ remaining items are skipped and say so):
 18. what each kind of kernel costs inside the step (`--model`): the graphed step with one kind left out (the rotary
    embedding and cache write, decode attention's merge, the whole attention, one of the four products, the head), in
    turns. The logits are wrong without it; the time it saves is that kernel's share of the step, its overlap with
-   the others included (then the profile of the whole step);
-19. RMSNorm in fused_linear (`decode_step.NORM_AFTER`): its rsqrt from a first pass over x before the product's
-   loop, or from sums of squares made in that loop and applied to the output (W · (x ⊙ g) · rstd); and its residual
-   loaded after the loop or before it (`RESIDUAL_FIRST`); the rotary kernel's position and angles, the split
-   kernel's and the merge's lengths loaded before their PDL wait (`decode_attention.EARLY_LENGTHS`), in turns.
+   the others included (then the profile of the whole step).
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -960,24 +956,6 @@ def without(vocab: int, *left_out: str):
     return stack
 
 
-def latency_forms(norm_after: bool, residual_first: bool, early_lengths: bool = False):
-    stack = contextlib.ExitStack()
-    stack.enter_context(ds.switched("NORM_AFTER", norm_after))
-    stack.enter_context(ds.switched("RESIDUAL_FIRST", residual_first))
-    stack.enter_context(mock.patch.object(dk, "EARLY_LENGTHS", early_lengths))
-    return stack
-
-
-@item
-def latency_forms_item():
-    """19. fused_linear's rsqrt from its loop, its residual before the loop; the lengths before the PDL waits"""
-    forms = ((False, False, False), (True, False, False), (False, True, False), (False, False, True),
-             (True, True, True))
-    return step_variants({f"rsqrt {'after' if norm else 'before'} the loop, residual {'before' if res else 'after'}"
-                          f", lengths {'before' if early else 'after'} the wait":
-                          (lambda form=(norm, res, early): latency_forms(*form)) for norm, res, early in forms})
-
-
 LEFT_OUT = ((), ("rope",), ("merge",), ("attention",), ("rope", "attention"), ("qkv",), ("output",), ("gate/up",),
             ("down",), ("head",))
 
@@ -1053,7 +1031,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, latency_forms_item):
+                rule_tiles_and_trigger, step_ends, left_out):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

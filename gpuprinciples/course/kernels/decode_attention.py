@@ -42,11 +42,10 @@ def split_kv_kernel(Q, K, V, SeqLens, Out, OPart, LsePart, Hkv, chunk, qk_scale,
                     sqb, sqh, skb, skh, sks, svb, svh, svs, sob, soh, spb, sph, sps, slb, slh,
                     G: tl.constexpr, BLOCK_G: tl.constexpr, D: tl.constexpr, BLOCK_N: tl.constexpr,
                     SINGLE: tl.constexpr, PRECISION: tl.constexpr, PDL: tl.constexpr = False,
-                    DESCRIPTORS: tl.constexpr = True, EARLY_LENGTHS: tl.constexpr = False):
-    if PDL and not EARLY_LENGTHS:  # launched early (decode_step.pdl): q and this step's key come from the kernel before
-        tl.extra.cuda.gdc_wait()
+                    DESCRIPTORS: tl.constexpr = True):
+    # launched early (decode_step.pdl): q and this step's key come from the kernel before (load_queries waits)
     b, hkv, split, seq_len, start, end, heads, rows, offs_d, q = load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh,
-                                                                              G, BLOCK_G, D, PDL and EARLY_LENGTHS)
+                                                                              G, BLOCK_G, D, PDL)
     if DESCRIPTORS:
         k_desc = tl.make_tensor_descriptor(K + b * skb + hkv * skh, shape=[seq_len, D], strides=[sks, 1],
                                            block_shape=[BLOCK_N, D])
@@ -78,7 +77,8 @@ def load_queries(Q, SeqLens, Hkv, chunk, sqb, sqh, G: tl.constexpr, BLOCK_G: tl.
                  WAIT: tl.constexpr = False):
     """This program's (sequence b, KV head, split), its positions [start, end), and the tile of the G query
     heads that read the KV head (rows ≥ G, and every row of a split past the sequence's end, masked). WAIT: the
-    PDL wait between the length's load and q's (the lengths were written before the kernel before started)."""
+    PDL wait, after the length's load and before q's. So with PDL the lengths must come from a kernel that ended
+    before the one launched just before this began (in the fused step: the step's first kernel, or the step before)."""
     pid = tl.program_id(0)
     split = tl.program_id(1)
     b = (pid // Hkv).to(tl.int64)
@@ -126,17 +126,15 @@ def finish(acc, l_i, m_i, rows, heads, offs_d, b, split, Out, OPart, LsePart, so
 
 @triton.jit
 def merge_splits_kernel(OPart, LsePart, SeqLens, Out, Hq, chunk, spb, sph, sps, slb, slh, sob, soh,
-                        D: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr = False, NEW_TOKEN: tl.constexpr = 0,
-                        EARLY_LENGTHS: tl.constexpr = False):
+                        D: tl.constexpr, BLOCK_S: tl.constexpr, PDL: tl.constexpr = False, NEW_TOKEN: tl.constexpr = 0):
     """out[b, h] = Σ_s 2^(lse_s - max) · o_s / Σ_s 2^(lse_s - max), over the splits that held keys (NEW_TOKEN = 1:
-    SeqLens holds the new token's positions, one less than the lengths)."""
-    if PDL and not EARLY_LENGTHS:
-        tl.extra.cuda.gdc_wait()
+    SeqLens holds the new token's positions, one less than the lengths; with PDL read before the wait, as in
+    load_queries)."""
     pid = tl.program_id(0)
     b = (pid // Hq).to(tl.int64)
     h = (pid % Hq).to(tl.int64)
     n_live = (tl.load(SeqLens + b) + NEW_TOKEN + chunk - 1) // chunk  # (tl.cdiv is a jit call: slow in the interpreter)
-    if PDL and EARLY_LENGTHS:
+    if PDL:
         tl.extra.cuda.gdc_wait()
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, D)
@@ -170,9 +168,6 @@ GPU_BLOCK_N, GPU_WARPS, GPU_WAVES, GPU_MIN_BLOCKS, GPU_MAX_SPLITS = 64, 4, 4, 2,
 # way; batch 1 from 4096 positions, 2-4 tile splits, 13.7 against 15.8 µs at D 64, 19.1 against 20.2 at D 128; the
 # graphed step 2.5 % faster at LLAMA_1B, 1.0 % at LLAMA_8B).
 DESCRIPTOR_MIN_TILES = 16
-# With PDL, the split kernel and the merge load the lengths before their wait (written by a kernel that ended before
-# the one they wait on began), where off after it. Issue 31's experiment.
-EARLY_LENGTHS = False
 
 
 def gpu_stages(head_dim: int) -> int:
@@ -259,8 +254,7 @@ def launch(kernel, q, seq_lens, n_kv_heads: int, G: int, tensors: tuple, strides
     if splits > 1:
         merge_splits_kernel[(B * Hq,)](o_part, lse_part, seq_lens, out, Hq, cfg["chunk"], *o_part.stride()[:3],
                                        *lse_part.stride()[:2], out.stride(0), out.stride(1), D=D,
-                                       BLOCK_S=triton.next_power_of_2(splits),
-                                       **({"EARLY_LENGTHS": True} if options and EARLY_LENGTHS else {}), **options)
+                                       BLOCK_S=triton.next_power_of_2(splits), **options)
     return out
 
 
@@ -278,7 +272,7 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     cfg = plan(q, Hkv, s_max, splits, block_n, num_warps, num_stages, descriptors=descriptors)
     return launch(split_kv_kernel, q, seq_lens, Hkv, G, (k_cache, v_cache),
                   (*k_cache.stride()[:3], *v_cache.stride()[:3]), cfg, pdl=pdl,
-                  extra={"DESCRIPTORS": cfg["descriptors"], "EARLY_LENGTHS": EARLY_LENGTHS})
+                  extra={"DESCRIPTORS": cfg["descriptors"]})
 
 
 # -------------------------------------------------------------------------------------------------

@@ -47,7 +47,6 @@ import torch
 import triton
 import triton.language as tl
 
-from . import decode_attention as _da
 from .decode_attention import _sm_count
 from .decode_attention import pdl_options as _pdl_options
 
@@ -58,8 +57,7 @@ NO_PROLOGUE, RMSNORM, SWIGLU = 0, 1, 2
 def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, sym,
                         PROLOGUE: tl.constexpr, SCALED: tl.constexpr, RESIDUAL: tl.constexpr,
                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, STAGES: tl.constexpr,
-                        PDL: tl.constexpr = False, EARLY_TRIGGER: tl.constexpr = False,
-                        NORM_AFTER: tl.constexpr = False, RESIDUAL_FIRST: tl.constexpr = False):
+                        PDL: tl.constexpr = False, EARLY_TRIGGER: tl.constexpr = False):
     pid_m = tl.program_id(0)  # fastest: the programs that share a weight tile run side by side (L2)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -67,6 +65,7 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
     offs_k = tl.arange(0, BLOCK_K)
     live_m = offs_m < M
     live_n = offs_n < N
+    out_mask = live_m[:, None] & live_n[None, :]
     x_rows = X + offs_m[:, None].to(tl.int64) * sxm
     w_rows = W + offs_n[:, None].to(tl.int64) * swn
     if PDL:  # started early: the first weight tile (no kernel of the step writes weights) while the last drains
@@ -75,51 +74,39 @@ def fused_linear_kernel(X, W, Scale, Norm, Res, Y, M, N, K, eps, sxm, swn, srm, 
         tl.extra.cuda.gdc_wait()  # every program waits, so this kernel's end implies its predecessors' ends
         if EARLY_TRIGGER:  # the next kernel may start its early part as soon as every program of this one runs
             tl.extra.cuda.gdc_launch_dependents()
-    out_mask = live_m[:, None] & live_n[None, :]
-    if RESIDUAL and RESIDUAL_FIRST:  # loaded before the loop, so its latency hides behind the weights'
+    if RESIDUAL:  # loaded before the loop, so that its latency hides behind the weights'
         res = tl.load(Res + offs_m[:, None].to(tl.int64) * srm + offs_n[None, :], mask=out_mask, other=0.0)
-    rstd = tl.zeros([BLOCK_M], tl.float32)
-    squares = tl.zeros([BLOCK_M, BLOCK_K], tl.float32)
-    if PROLOGUE == 1 and not NORM_AFTER:  # RMSNorm: the row's sum of squares first (x is a few KB, in cache)
-        for k0 in range(0, K, BLOCK_K):
-            ks = k0 + offs_k
-            xk = tl.load(x_rows + ks[None, :], mask=live_m[:, None] & (ks[None, :] < K), other=0.0).to(tl.float32)
-            squares += xk * xk
-        rstd = tl.math.rsqrt(tl.sum(squares, 1) / K + eps)
+    squares = tl.zeros([BLOCK_M, BLOCK_K], tl.float32)  # RMSNorm: x² summed in the loop, which reads x anyway
     if BLOCK_M == 1:
         acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)  # products summed once, after the loop
     else:
         acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     if PDL:
-        acc, squares = _multiply_add(acc, squares, w_first.to(tl.float32), x_rows, offs_k, first_k, live_m, K,
-                                     rstd, Norm, PROLOGUE, BLOCK_M, NORM_AFTER)
+        acc, squares = _multiply_add(acc, squares, w_first.to(tl.float32), x_rows, offs_k, first_k, live_m, K, Norm,
+                                     PROLOGUE, BLOCK_M)
     for k0 in tl.range(PDL * BLOCK_K, K, BLOCK_K, num_stages=STAGES):  # with PDL, from the second tile
         ks = k0 + offs_k
         live_k = ks < K
         w = tl.load(w_rows + ks[None, :], mask=live_n[:, None] & live_k[None, :], other=0.0).to(tl.float32)
-        acc, squares = _multiply_add(acc, squares, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE, BLOCK_M,
-                                     NORM_AFTER)
+        acc, squares = _multiply_add(acc, squares, w, x_rows, ks, live_k, live_m, K, Norm, PROLOGUE, BLOCK_M)
     if PDL and not EARLY_TRIGGER:  # every weight is read: the next kernel may start its own early part
         tl.extra.cuda.gdc_launch_dependents()
     if BLOCK_M == 1:
         acc = tl.sum(acc, 1)[None, :]
-    if PROLOGUE == 1 and NORM_AFTER:  # W · (x ⊙ g) · rstd: the row's rsqrt is a scale on the output
+    if PROLOGUE == 1:  # W · (x ⊙ g) · rstd: the row's rsqrt(mean(x²) + eps) is a scale on its output
         acc = acc * tl.math.rsqrt(tl.sum(squares, 1) / K + eps)[:, None]
     if SCALED:
         acc = acc * tl.load(Scale + offs_n, mask=live_n, other=0.0)[None, :]
-    if RESIDUAL and RESIDUAL_FIRST:
+    if RESIDUAL:
         acc += res.to(tl.float32)
-    elif RESIDUAL:
-        acc += tl.load(Res + offs_m[:, None].to(tl.int64) * srm + offs_n[None, :], mask=out_mask,
-                       other=0.0).to(tl.float32)
     tl.store(Y + offs_m[:, None].to(tl.int64) * sym + offs_n[None, :], acc.to(Y.dtype.element_ty), mask=out_mask)
 
 
 @triton.jit
-def _multiply_add(acc, squares, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PROLOGUE: tl.constexpr,
-                  BLOCK_M: tl.constexpr, NORM_AFTER: tl.constexpr):
+def _multiply_add(acc, squares, w, x_rows, ks, live_k, live_m, K, Norm, PROLOGUE: tl.constexpr,
+                  BLOCK_M: tl.constexpr):
     """(acc plus the products of weight tile w [BLOCK_N, BLOCK_K] (fp32) with prologue(x) at columns ks (live_k:
-    those < K), squares plus x²: with NORM_AFTER RMSNorm's prologue is x · g, its rstd applied after the loop)."""
+    those < K), squares plus x² for RMSNorm, whose prologue here is x · g: its rsqrt is applied after the loop)."""
     x_mask = live_m[:, None] & live_k[None, :]
     if PROLOGUE == 2:  # SwiGLU: x holds gate | up, each K wide
         gate = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
@@ -128,12 +115,8 @@ def _multiply_add(acc, squares, w, x_rows, ks, live_k, live_m, K, rstd, Norm, PR
     else:
         x = tl.load(x_rows + ks[None, :], mask=x_mask, other=0.0).to(tl.float32)
         if PROLOGUE == 1:
-            g = tl.load(Norm + ks, mask=live_k, other=0.0).to(tl.float32)
-            if NORM_AFTER:
-                squares += x * x
-                x = x * g[None, :]
-            else:
-                x = x * rstd[:, None] * g[None, :]
+            squares += x * x
+            x = x * tl.load(Norm + ks, mask=live_k, other=0.0).to(tl.float32)[None, :]
     if BLOCK_M == 1:
         acc += w * x  # [BLOCK_N, BLOCK_K] · [1, BLOCK_K]
     else:
@@ -209,17 +192,12 @@ EARLY_TRIGGER = 8
 # graphed step of LLAMA_1B took 1.096 ms with them against 1.143, LLAMA_8B's 5.664 against 5.708
 # (docs/roof-h200.md#sixth-pass; an earlier profile of the step on an H200 gave PyTorch's other kernels 47 µs).
 FUSED_ENDS = True
-# RMSNorm in fused_linear: its rsqrt taken from sums of squares made in the product's own loop and applied to the
-# output (W · (x ⊙ g) · rstd), where off a first pass over x makes it before the loop. Issue 31's experiment.
-NORM_AFTER = False
-# fused_linear's residual loaded before its loop (after the PDL wait), where off it is loaded after the loop.
-RESIDUAL_FIRST = False
 
 
 @contextlib.contextmanager
 def switched(name: str, value):
-    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS, NORM_AFTER,
-    RESIDUAL_FIRST) set to `value` inside the block."""
+    """One of this module's switches (PDL, ONE_LAUNCH_ATTENTION, EARLY_TRIGGER, FUSED_ENDS) set to `value` inside the
+    block."""
     saved = globals()[name]
     globals()[name] = value
     try:
@@ -276,8 +254,7 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
         x, w, scale if scale is not None else y, norm if norm is not None else y,
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
         residual.stride(0) if residual is not None else 0, y.stride(0), PROLOGUE=prologue,
-        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k,
-        NORM_AFTER=NORM_AFTER and prologue == RMSNORM, RESIDUAL_FIRST=RESIDUAL_FIRST and residual is not None, **cfg,
+        SCALED=scale is not None, RESIDUAL=residual is not None, BLOCK_M=block_m, BLOCK_K=block_k, **cfg,
         **options)
     return y
 
@@ -298,18 +275,16 @@ def early_trigger(x: torch.Tensor, grid: tuple, pdl: bool) -> bool:
 
 @triton.jit
 def rope_cache_kernel(QKV, Cos, Sin, Pos, Q, KC, VC, Hq, Hkv, sxb, scs, sqb, sqh, skb, skh, sks, svb, svh, svs,
-                      HALF: tl.constexpr, PDL: tl.constexpr = False, EARLY_LENGTHS: tl.constexpr = False):
+                      HALF: tl.constexpr, PDL: tl.constexpr = False):
     """Program (b, head) of the fused q | k | v row: q and k heads rotated by position pos = Pos[b]'s
     angles (pairs i, i + HALF), q's written to Q, k's and v's to the caches at pos."""
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
-    if PDL and not EARLY_LENGTHS:  # the position comes from the step; the qkv row from the kernel before
-        tl.extra.cuda.gdc_wait()
-    pos = tl.load(Pos + b).to(tl.int64)
+    pos = tl.load(Pos + b).to(tl.int64)  # before the wait: see decode_attention.load_queries
     offs = tl.arange(0, HALF)
     c = tl.load(Cos + pos * scs + offs)  # (v's programs too: a few hundred bytes, unused)
     s = tl.load(Sin + pos * scs + offs)
-    if PDL and EARLY_LENGTHS:  # the position was written before the kernel before began; the angles are constants
+    if PDL:  # the q | k | v row comes from the kernel before
         tl.extra.cuda.gdc_wait()
     src = QKV + b * sxb + h * (2 * HALF)
     x1 = tl.load(src + offs).to(tl.float32)
@@ -339,8 +314,7 @@ def rope_and_cache(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, posi
     q = torch.empty((B, n_heads, D), dtype=qkv.dtype, device=qkv.device)
     rope_cache_kernel[(B, n_heads + 2 * Hkv)](
         qkv, cos, sin, positions, q, k_cache, v_cache, n_heads, Hkv, qkv.stride(0), cos.stride(0), q.stride(0),
-        q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], HALF=D // 2, num_warps=1,
-        **({"EARLY_LENGTHS": True} if PDL and _da.EARLY_LENGTHS else {}), **pdl_options(qkv))
+        q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3], HALF=D // 2, num_warps=1, **pdl_options(qkv))
     return q
 
 
