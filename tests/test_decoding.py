@@ -610,7 +610,9 @@ def test_mha_cache_is_four_times_gqa():
 @pytest.fixture(scope="module")
 def solution_reports():
     ids = ["decoding.kv_cache_bytes", "decoding.decode_attention", "decoding.paged_decode_attention"]
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # on a GPU both kernels' passes are timed: graded one at a time, so that neither grade's timing runs beside the
+    # other's (two at a time, the paged one reached 39 % of copy on an H200 and failed; alone it passes)
+    with ThreadPoolExecutor(max_workers=1 if runtime.HAS_CUDA else 2) as pool:
         from gpuprinciples.course.catalog import get
         return dict(zip(ids, pool.map(lambda i: grade(i, solution(get(i).solution)), ids)))
 
