@@ -9,8 +9,8 @@ a microsecond even inside a CUDA graph. This file folds them into the matmuls:
 
     y = epilogue(W · prologue(x))      W [N, K] in bf16 (or int8 / fp8 with one scale per output row)
 
-* prologue: nothing, RMSNorm (x · rsqrt(mean(x²) + eps) · g, the sum of squares taken in a first pass over
-  the row), or SwiGLU (x is [M, 2K]: silu(x[:, :K]) · x[:, K:]);
+* prologue: nothing, RMSNorm (x · rsqrt(mean(x²) + eps) · g: the product takes x · g and is scaled by the
+  rsqrt after its loop, which sums x² as it reads x), or SwiGLU (x is [M, 2K]: silu(x[:, :K]) · x[:, K:]);
 * epilogue: the per-row scale of 8-bit weights, and a residual (y + r).
 
 `fused_linear` runs it: one program per BLOCK_N output rows (and BLOCK_M rows of x), walking K in tiles of
@@ -32,11 +32,13 @@ counted), three launches where PyTorch's indexing, add, argmax, copy and add tak
 PDL (Programmatic Dependent Launch, sm_90+), on by default (`with pdl(False):` for a step without it): both
 kernels (and the fused step's attention) launch with `launch_pdl=True`, so each starts while the kernel before it
 drains: fused_linear loads its first weight tile (weights: no kernel of the step writes them) before
-`gdc_wait()`, and reads x, the residual and the position only after it. (Two tiles, at LLAMA_1B's shapes all of a
-program's weights, made the step 2 % slower on an H200: docs/roof-h200.md.) Every program waits, so a kernel's end
-still implies its predecessors' ends. A kernel lets the next one launch after its weight loop, or, for a grid of one
-wave (`EARLY_TRIGGER`), right after its wait. Under the interpreter the PDL form of each kernel runs with the waits
-doing nothing: the same values.
+`gdc_wait()`, and reads x and the residual only after it (the residual first, so that its latency hides behind
+the weights'). The rotary kernel and the attention's kernels read the position, the angles and the lengths before
+their wait: those were written by a kernel that ended before the one they wait on began. (Two weight tiles, at
+LLAMA_1B's shapes all of a program's weights, made the step 2 % slower on an H200: docs/roof-h200.md.) Every
+program waits, so a kernel's end still implies its predecessors' ends. A kernel lets the next one launch after its
+weight loop, or, for a grid of one wave (`EARLY_TRIGGER`), right after its wait. Under the interpreter the PDL form
+of each kernel runs with the waits doing nothing: the same values.
 """
 
 from __future__ import annotations
