@@ -58,7 +58,11 @@ remaining items are skipped and say so):
 18. what each kind of kernel costs inside the step (`--model`): the graphed step with one kind left out (the rotary
    embedding and cache write, decode attention's merge, the whole attention, one of the four products, the head), in
    turns. The logits are wrong without it; the time it saves is that kernel's share of the step, its overlap with
-   the others included (then the profile of the whole step).
+   the others included (then the profile of the whole step);
+19. what a dependent launch costs on this GPU with nothing to move: a CUDA graph of 116 kernels (LLAMA_1B's step
+   launches 116), each reading one value per program that the kernel before wrote and writing it + 1, for grids
+   of 1 to 4,224 programs of 4 warps, without and with PDL (each kernel waiting with `gdc_wait`, letting the next
+   launch after its load): µs a launch, the floor of a step of that many launches in a row.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -77,6 +81,8 @@ import traceback
 from unittest import mock
 
 import torch
+import triton
+import triton.language as tl
 
 from gpuprinciples.course.exercises import decoding as ex
 from gpuprinciples.course.kernels import decode_attention as dk
@@ -523,7 +529,7 @@ def matvec():
         x = torch.randn(1, k, generator=gen, device=DEV, dtype=dtype)
         every = MATVEC_TILES_8B if ARGS.model == "8b" else MATVEC_TILES
         tiles = [t for t in sizes(every, [dict(BLOCK_N=8, BLOCK_K=64, num_warps=4, STAGES=1)])
-                 if t["BLOCK_K"] <= max(64, triton_pow2(k))]
+                 if t["BLOCK_K"] <= max(64, triton.next_power_of_2(k))]
         rows = matvec_table(name, n, k, None, tiles, gen, x, dtype)
         out[f"{name} bf16"] = rows
         best = best_tiles(rows, ds.config_for(x, torch.empty(n, k, dtype=dtype, device=DEV)))
@@ -573,11 +579,6 @@ def matvec():
               f"{nbytes / seconds / copy:8.0%}")
         out[name] = {"ms": seconds * 1e3, "tokens_per_s": 1 / seconds, "of_copy": nbytes / seconds / copy}
     return out
-
-
-def triton_pow2(n: int) -> int:
-    import triton
-    return triton.next_power_of_2(n)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -975,6 +976,44 @@ def left_out():
     return rows
 
 
+HOPS = 116  # LLAMA_1B's graphed fused step: 16 layers of 7 launches, the head and the step's ends
+
+
+@triton.jit
+def hop_kernel(Src, Dst, PDL: tl.constexpr = False):
+    """One link of a chain: Dst[p] = Src[p] + 1, Src written by the kernel before (with PDL: read after the wait)."""
+    p = tl.program_id(0)
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+    v = tl.load(Src + p)
+    if PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    tl.store(Dst + p, v + 1)
+
+
+@item
+def hops():
+    """19. a dependent launch with nothing to move: a graph of 116 chained kernels, grids of 1 to 4,224 programs"""
+    out = {}
+    for programs in sizes((1, 132, 528, 1056, 4224), (1, 4)):
+        bufs = [torch.zeros(programs, dtype=torch.int32, device=DEV) for _ in range(2)]
+        fns = {}
+        for on in (False, True):
+            options = dk.pdl_options(on, bufs[0])
+
+            def chain(options=options):
+                for i in range(HOPS):
+                    hop_kernel[(programs,)](bufs[i % 2], bufs[1 - i % 2], num_warps=4, **options)
+            fns[f"{programs} programs, PDL {'on' if options else 'off'}"] = chain
+        fns = graphs(fns)
+        result = timing.compare(fns, args=(), device=DEV, budget_s=sizes(0.5, 0.05), flush=False, max_rounds=100)
+        for name, t in result.timings.items():
+            us = t.median / HOPS * 1e6
+            out[name] = {"us_a_launch": us, "step_floor_us": us * HOPS}
+            print(f"   {name:30} {us:6.2f} us a launch; {HOPS} in a row: {us * HOPS:6.1f} us", flush=True)
+    return out
+
+
 # -------------------------------------------------------------------------------------------------
 # 4. the graded exercises
 # -------------------------------------------------------------------------------------------------
@@ -1026,12 +1065,11 @@ def main(argv=None) -> int:
     if DEV != "cuda" and not ARGS.dry_run:
         print("tools/tune_decode.py times kernels on a CUDA GPU; without one, run it with --dry-run", file=sys.stderr)
         return 1
-    import triton
     print(f"{torch.cuda.get_device_name() if DEV == 'cuda' else 'CPU (dry run)'}; torch {torch.__version__}, "
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out):
+                rule_tiles_and_trigger, step_ends, left_out, hops):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:
