@@ -81,8 +81,6 @@ import traceback
 from unittest import mock
 
 import torch
-import triton
-import triton.language as tl
 
 from gpuprinciples.course.exercises import decoding as ex
 from gpuprinciples.course.kernels import decode_attention as dk
@@ -103,6 +101,10 @@ from gpuprinciples.course.lab.decoder import (
 )
 from gpuprinciples.machine import runtime
 from gpuprinciples.measure import calibrate, timing
+
+# isort: split
+import triton  # after the package, which on a CPU turns Triton's interpreter on before triton is imported
+import triton.language as tl
 
 F = torch.nn.functional
 START = time.monotonic()
@@ -998,13 +1000,15 @@ def hops():
     for programs in sizes((1, 132, 528, 1056, 4224), (1, 4)):
         bufs = [torch.zeros(programs, dtype=torch.int32, device=DEV) for _ in range(2)]
         fns = {}
-        for on in (False, True):
-            options = dk.pdl_options(on, bufs[0])
+        for on in (False, True, "form"):
+            options = dk.pdl_options(bool(on), bufs[0])
+            if on == "form" and options:  # the PDL form (wait, trigger) launched without PDL's attribute
+                options["launch_pdl"] = False
 
             def chain(options=options):
                 for i in range(HOPS):
                     hop_kernel[(programs,)](bufs[i % 2], bufs[1 - i % 2], num_warps=4, **options)
-            fns[f"{programs} programs, PDL {'on' if options else 'off'}"] = chain
+            fns[f"{programs} programs, PDL {on if on == 'form' else 'on' if options else 'off'}"] = chain
         fns = graphs(fns)
         result = timing.compare(fns, args=(), device=DEV, budget_s=sizes(0.5, 0.05), flush=False, max_rounds=100)
         for name, t in result.timings.items():
@@ -1012,6 +1016,14 @@ def hops():
             out[name] = {"us_a_launch": us, "step_floor_us": us * HOPS}
             print(f"   {name:30} {us:6.2f} us a launch; {HOPS} in a row: {us * HOPS:6.1f} us", flush=True)
     return out
+
+
+@item
+def pdl_launch_most():
+    """20. EXPERIMENT: fused_linear launched with PDL's attribute for every grid, or only for grids of at most 16,
+    8 or 4 programs per SM (the larger keep their wait and trigger)"""
+    return step_variants({f"PDL launch for grids of at most {most} programs per SM":
+                          (lambda most=most: ds.switched("PDL_LAUNCH_MOST", most)) for most in (None, 16, 8, 4)})
 
 
 # -------------------------------------------------------------------------------------------------
@@ -1069,7 +1081,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, hops):
+                rule_tiles_and_trigger, step_ends, left_out, hops, pdl_launch_most):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

@@ -189,6 +189,9 @@ ONE_LAUNCH_ATTENTION = False
 # took 5.606 ms with it against 5.715; LLAMA_1B's gate | up product (62 short programs per SM) and head, with it,
 # made that step 2.5 % slower, and the rule leaves them out (1.131 against 1.134 ms).
 EARLY_TRIGGER = 8
+# EXPERIMENT (twelfth pass): fused_linear launches with PDL's launch attribute only for grids of at most this many
+# programs per SM (None: every grid); a larger grid keeps its wait and trigger but does not start early.
+PDL_LAUNCH_MOST = None
 # The step's two ends as Triton kernels launched with PDL (embed_and_lengths, greedy_next: three launches), where
 # off they are PyTorch's indexing, add, argmax, copy and add (five launches, each without PDL). On an H100 the
 # graphed step of LLAMA_1B took 1.096 ms with them against 1.143, LLAMA_8B's 5.664 against 5.708
@@ -252,6 +255,9 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
     options = pdl_options(x)
     if early_trigger(x, grid, bool(options)):
         options["EARLY_TRIGGER"] = True
+    if options and x.is_cuda and PDL_LAUNCH_MOST is not None and grid[0] * grid[1] > PDL_LAUNCH_MOST * _sm_count(
+            x.device):
+        options["launch_pdl"] = False
     fused_linear_kernel[grid](
         x, w, scale if scale is not None else y, norm if norm is not None else y,
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
