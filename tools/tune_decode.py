@@ -62,7 +62,11 @@ remaining items are skipped and say so):
 19. what a dependent launch costs on this GPU with nothing to move: a CUDA graph of 116 kernels (LLAMA_1B's step
    launches 116), each reading one value per program that the kernel before wrote and writing it + 1, for grids
    of 1 to 4,224 programs of 4 warps, without and with PDL (each kernel waiting with `gdc_wait`, letting the next
-   launch after its load): µs a launch, the floor of a step of that many launches in a row.
+   launch after its load), and the PDL form launched without PDL's attribute: µs a launch, the floor of a step of
+   that many launches in a row;
+20. LLAMA_1B's bf16 tiles in the graphed step (`decode_step.TUNED`, four weight rows a program on the H200) against
+   two rows a program (× 1,024, one stage: the table before the twelfth pass) for every shape, and for one shape at
+   a time, in turns.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -1018,12 +1022,20 @@ def hops():
     return out
 
 
+TWO_ROWS = {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "STAGES": 1}  # LLAMA_1B's bf16 tiles before the twelfth pass
+
+
 @item
-def pdl_launch_most():
-    """20. EXPERIMENT: fused_linear launched with PDL's attribute for every grid, or only for grids of at most 16,
-    8 or 4 programs per SM (the larger keep their wait and trigger)"""
-    return step_variants({f"PDL launch for grids of at most {most} programs per SM":
-                          (lambda most=most: ds.switched("PDL_LAUNCH_MOST", most)) for most in (None, 16, 8, 4)})
+def two_rows():
+    """20. LLAMA_1B's bf16 tiles: the table's against two rows a program, for every shape and one shape at a time"""
+    shapes = {name: (n, k, 2) for name, (n, k) in {**LLAMA_1B.layer_shapes(), "head": (LLAMA_1B.vocab,
+                                                                                       LLAMA_1B.d_model)}.items()}
+    every = {**ds.TUNED, **{key: TWO_ROWS for key in shapes.values()}}
+    variants = {"the table's tiles": lambda: contextlib.nullcontext(),
+                "two rows for every shape": lambda: mock.patch.object(ds, "TUNED", every)}
+    for name, key in shapes.items():
+        variants[f"two rows for {name}"] = lambda key=key: mock.patch.object(ds, "TUNED", {**ds.TUNED, key: TWO_ROWS})
+    return step_variants(variants, models=sizes((("LLAMA_1B", LLAMA_1B),), (("TINY", TINY),)))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -1081,7 +1093,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, hops, pdl_launch_most):
+                rule_tiles_and_trigger, step_ends, left_out, hops, two_rows):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

@@ -134,14 +134,15 @@ def _multiply_add(acc, squares, w, x_rows, ks, live_k, live_m, K, Norm, PROLOGUE
 CPU_CONFIG = {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "STAGES": 1}
 # Tuned tiles per weight shape, (N, K, bytes per weight) -> config, for the GPU they were tuned on
 # (tools/tune_decode.py prints the table); shapes not listed get `gpu_config`'s rule. LLAMA_1B's five
-# weights on an H200 (docs/decoding-h200.md, run 2: the graphed step 1.171 -> 1.162 ms in bf16,
-# 1.064 -> 0.994 ms with int8 weights).
+# weights on an H200: int8 from docs/decoding-h200.md, run 2 (the graphed step 1.064 -> 0.994 ms); bf16 retuned
+# with PDL on (docs/roof-h200.md#twelfth-pass: four rows a program, not two, took the graphed step from 0.908 to
+# 0.845 ms; not measured on an H100).
 _TUNED_TILES = {  # (BLOCK_N, BLOCK_K, STAGES), 4 warps each
-    (3072, 2048, 2): (2, 1024, 1), (3072, 2048, 1): (4, 512, 3),
-    (2048, 2048, 2): (2, 1024, 1), (2048, 2048, 1): (2, 2048, 3),
-    (16384, 2048, 2): (2, 1024, 1), (16384, 2048, 1): (8, 512, 3),
-    (2048, 8192, 2): (4, 1024, 3), (2048, 8192, 1): (4, 1024, 3),
-    (128256, 2048, 2): (2, 1024, 1), (128256, 2048, 1): (32, 256, 3),
+    (3072, 2048, 2): (4, 1024, 1), (3072, 2048, 1): (4, 512, 3),
+    (2048, 2048, 2): (4, 1024, 1), (2048, 2048, 1): (2, 2048, 3),
+    (16384, 2048, 2): (4, 1024, 1), (16384, 2048, 1): (8, 512, 3),
+    (2048, 8192, 2): (4, 2048, 3), (2048, 8192, 1): (4, 1024, 3),
+    (128256, 2048, 2): (4, 1024, 1), (128256, 2048, 1): (32, 256, 3),
 }
 TUNED: dict[tuple[int, int, int], dict] = {
     shape: {"BLOCK_N": n, "BLOCK_K": k, "num_warps": 4, "STAGES": stages}
@@ -189,9 +190,6 @@ ONE_LAUNCH_ATTENTION = False
 # took 5.606 ms with it against 5.715; LLAMA_1B's gate | up product (62 short programs per SM) and head, with it,
 # made that step 2.5 % slower, and the rule leaves them out (1.131 against 1.134 ms).
 EARLY_TRIGGER = 8
-# EXPERIMENT (twelfth pass): fused_linear launches with PDL's launch attribute only for grids of at most this many
-# programs per SM (None: every grid); a larger grid keeps its wait and trigger but does not start early.
-PDL_LAUNCH_MOST = None
 # The step's two ends as Triton kernels launched with PDL (embed_and_lengths, greedy_next: three launches), where
 # off they are PyTorch's indexing, add, argmax, copy and add (five launches, each without PDL). On an H100 the
 # graphed step of LLAMA_1B took 1.096 ms with them against 1.143, LLAMA_8B's 5.664 against 5.708
@@ -255,9 +253,6 @@ def fused_linear(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor | None = 
     options = pdl_options(x)
     if early_trigger(x, grid, bool(options)):
         options["EARLY_TRIGGER"] = True
-    if options and x.is_cuda and PDL_LAUNCH_MOST is not None and grid[0] * grid[1] > PDL_LAUNCH_MOST * _sm_count(
-            x.device):
-        options["launch_pdl"] = False
     fused_linear_kernel[grid](
         x, w, scale if scale is not None else y, norm if norm is not None else y,
         residual if residual is not None else y, y, M, N, K, eps, x.stride(0), w.stride(0),
