@@ -64,9 +64,9 @@ remaining items are skipped and say so):
    of 1 to 4,224 programs of 4 warps, without and with PDL (each kernel waiting with `gdc_wait`, letting the next
    launch after its load), and the PDL form launched without PDL's attribute: µs a launch, the floor of a step of
    that many launches in a row;
-20. LLAMA_1B's bf16 tiles in the graphed step (`decode_step.TUNED`, four weight rows a program on the H200) against
-   two rows a program (× 1,024, one stage: the table before the twelfth pass) for every shape, and for one shape at
-   a time, in turns.
+20. LLAMA_1B's bf16 tiles in the graphed step (`decode_step.TUNED`: four weight rows a program on the H200) against
+   the earlier ones (`EARLIER_TILES`: two rows, but w2's four × 1,024), for every shape and for one shape at a time,
+   in turns.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -1012,7 +1012,7 @@ def hops():
             def chain(options=options):
                 for i in range(HOPS):
                     hop_kernel[(programs,)](bufs[i % 2], bufs[1 - i % 2], num_warps=4, **options)
-            fns[f"{programs} programs, PDL {on if on == 'form' else 'on' if options else 'off'}"] = chain
+            fns[f"{programs} programs, PDL {({False: 'off', True: 'on'}).get(on, on)}"] = chain
         fns = graphs(fns)
         result = timing.compare(fns, args=(), device=DEV, budget_s=sizes(0.5, 0.05), flush=False, max_rounds=100)
         for name, t in result.timings.items():
@@ -1022,19 +1022,23 @@ def hops():
     return out
 
 
-TWO_ROWS = {"BLOCK_N": 2, "BLOCK_K": 1024, "num_warps": 4, "STAGES": 1}  # LLAMA_1B's bf16 tiles before the twelfth pass
+# LLAMA_1B's bf16 tiles before the twelfth pass: (BLOCK_N, BLOCK_K, STAGES), 4 warps
+EARLIER_TILES = {(3072, 2048, 2): (2, 1024, 1), (2048, 2048, 2): (2, 1024, 1), (16384, 2048, 2): (2, 1024, 1),
+                 (2048, 8192, 2): (4, 1024, 3), (128256, 2048, 2): (2, 1024, 1)}
 
 
 @item
-def two_rows():
-    """20. LLAMA_1B's bf16 tiles: the table's against two rows a program, for every shape and one shape at a time"""
-    shapes = {name: (n, k, 2) for name, (n, k) in {**LLAMA_1B.layer_shapes(), "head": (LLAMA_1B.vocab,
-                                                                                       LLAMA_1B.d_model)}.items()}
-    every = {**ds.TUNED, **{key: TWO_ROWS for key in shapes.values()}}
-    variants = {"the table's tiles": lambda: contextlib.nullcontext(),
-                "two rows for every shape": lambda: mock.patch.object(ds, "TUNED", every)}
-    for name, key in shapes.items():
-        variants[f"two rows for {name}"] = lambda key=key: mock.patch.object(ds, "TUNED", {**ds.TUNED, key: TWO_ROWS})
+def earlier_tiles():
+    """20. LLAMA_1B's bf16 tiles: the table's against the earlier ones, for every shape and one shape at a time"""
+    earlier = {key: {"BLOCK_N": n, "BLOCK_K": k, "num_warps": 4, "STAGES": stages}
+               for key, (n, k, stages) in EARLIER_TILES.items()}
+    names = {(n, k, 2): name for name, (n, k) in {**LLAMA_1B.layer_shapes(),
+                                                  "head": (LLAMA_1B.vocab, LLAMA_1B.d_model)}.items()}
+    variants = {"the table's tiles": contextlib.nullcontext,
+                "the earlier tiles for every shape": lambda: mock.patch.object(ds, "TUNED", {**ds.TUNED, **earlier})}
+    for key, cfg in earlier.items():
+        variants[f"the earlier tiles for {names[key]}"] = (
+            lambda key=key, cfg=cfg: mock.patch.object(ds, "TUNED", {**ds.TUNED, key: cfg}))
     return step_variants(variants, models=sizes((("LLAMA_1B", LLAMA_1B),), (("TINY", TINY),)))
 
 
@@ -1093,7 +1097,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, hops, two_rows):
+                rule_tiles_and_trigger, step_ends, left_out, hops, earlier_tiles):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:
