@@ -119,6 +119,11 @@ DEV = runtime.DEVICE
 STATE: dict = {}  # the LLAMA_1B model of item 2, reused by item 3
 
 
+def weight_shapes(config) -> dict[str, tuple[int, int]]:
+    """The step's matrix-vector weights, [out, in]: one layer's four and the head."""
+    return {**config.layer_shapes(), "head": (config.vocab, config.d_model)}
+
+
 def sizes(real, dry):
     return dry if ARGS.dry_run else real
 
@@ -258,8 +263,7 @@ def graphs(fns: dict) -> dict:
 def fused_linear_cases(config, fmt, gen, dtype):
     """(label, function of nothing -> (got, want in float64)) for each of the step's five weight shapes with the
     prologue and epilogue the fused step gives it."""
-    d = config.d_model
-    shapes = {**config.layer_shapes(), "head": (config.vocab, d)}
+    shapes = weight_shapes(config)
     cases = []
     for name, (n, k) in shapes.items():
         w = torch.randn(n, k, generator=gen, device=DEV, dtype=dtype) * 0.02
@@ -524,7 +528,7 @@ def best_tiles(rows, default: dict | None = None) -> dict | None:
 def matvec():
     """3. batch-1 matrix-vector products in graphs: fused_linear's tiles, cuBLAS, copy; the step with the best tiles"""
     config = sizes(MODELS[ARGS.model], TINY)
-    shapes = {**config.layer_shapes(), "head": (config.vocab, config.d_model)}
+    shapes = weight_shapes(config)
     dtype = torch.bfloat16 if DEV == "cuda" else torch.float32
     gen = torch.Generator(device=DEV).manual_seed(0)
     tuned, out = {}, {}
@@ -1032,8 +1036,7 @@ def earlier_tiles():
     """20. LLAMA_1B's bf16 tiles: the table's against the earlier ones, for every shape and one shape at a time"""
     earlier = {key: {"BLOCK_N": n, "BLOCK_K": k, "num_warps": 4, "STAGES": stages}
                for key, (n, k, stages) in EARLIER_TILES.items()}
-    names = {(n, k, 2): name for name, (n, k) in {**LLAMA_1B.layer_shapes(),
-                                                  "head": (LLAMA_1B.vocab, LLAMA_1B.d_model)}.items()}
+    names = {(n, k, 2): name for name, (n, k) in weight_shapes(LLAMA_1B).items()}
     variants = {"the table's tiles": contextlib.nullcontext,
                 "the earlier tiles for every shape": lambda: mock.patch.object(ds, "TUNED", {**ds.TUNED, **earlier})}
     for key, cfg in earlier.items():
