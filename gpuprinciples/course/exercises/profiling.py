@@ -143,6 +143,10 @@ def _bottleneck_cases(gen: torch.Generator, mode: str) -> list[Case]:
     specs = [
         (pick(["aten::addmm", "aten::mm", "aten::_softmax", "aten::native_layer_norm"]), False),  # has a parent
         (pick(["aten::add_", "aten::mul_", "aten::gelu_backward"]), False),
+        # two more CPU-only profiles: an answer that ranks by device time there returns whichever op comes first,
+        # and with ~22 ops that is the bottleneck once in 22 profiles; four profiles make a pass by chance ~1e-5
+        (pick(["aten::sum", "aten::copy_", "aten::gelu"]), False),
+        (pick(["aten::bmm", "aten::native_layer_norm_backward"]), False),
         (pick(["aten::mm", "aten::bmm"]), True),  # matmul's total holds both
         (pick(["aten::add_", "aten::mul_"]), True),  # an optimizer written as a loop
         ("aten::addmm", True),
@@ -180,8 +184,9 @@ def _compare_bottleneck(got, expected, case) -> list[str]:
     elif device:
         why = "is not the operator with the most self device time"
     else:
-        why = ("is not the operator with the most self CPU time; this profile has no device times "
-               "(it ran on the CPU alone), so CPU time is the measure")
+        why = "is not the operator with the most self CPU time"
+    if not device:  # whichever rule it broke, a CPU-only profile's measure is the first thing to know
+        why += "; this profile has no device times (it ran on the CPU alone), so self CPU time is the measure"
     return [f"returned {got!r}, which {why}{where}"]
 
 
