@@ -66,7 +66,9 @@ remaining items are skipped and say so):
    that many launches in a row;
 20. LLAMA_1B's bf16 tiles in the graphed step (`decode_step.TUNED`: four weight rows a program on the H200) against
    the earlier ones (`EARLIER_TILES`: two rows, but w2's four × 1,024), for every shape and for one shape at a time,
-   in turns.
+   in turns;
+21. LLAMA_1B's bf16 tiles in the graphed step, one shape at a time: every four-row tile (`FOUR_ROW_TILES`: BLOCK_K
+   512, 1,024 or 2,048; 1 to 3 stages) in place of the table's, the others as the table has them, in turns.
 
 Every time: `gpuprinciples.measure.timing` (CUDA events, L2 flushed before each call, the variants interleaved),
 medians.
@@ -485,10 +487,10 @@ def model():
 
 # (BLOCK_N, BLOCK_K, STAGES) at 4 warps, a few at 8: one to 32 rows per program, 2-32 KB weight tiles, the loop
 # pipelined through shared memory (STAGES ≥ 2: cp.async) or plain loads (STAGES = 1)
-MATVEC_TILES = [dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=4, STAGES=st) for bn, bk, st in (
+MATVEC_TILES = [ds.tiles(*tile) for tile in (
     (1, 2048, 3), (2, 1024, 1), (2, 1024, 3), (2, 2048, 3), (4, 512, 3), (4, 1024, 1), (4, 1024, 3), (4, 2048, 3),
     (8, 256, 3), (8, 512, 1), (8, 512, 3), (8, 1024, 3), (16, 256, 3), (16, 512, 3), (32, 256, 3))] + [
-    dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=8, STAGES=3) for bn, bk in ((4, 2048), (8, 1024), (16, 512))]
+    ds.tiles(bn, bk, 3, num_warps=8) for bn, bk in ((4, 2048), (8, 1024), (16, 512))]
 # LLAMA_8B's weights (K 4096 or 14336): fewer, for the time; weight tiles of 4-16 KB, one to 8 rows per program
 MATVEC_TILES_8B = [t for t in MATVEC_TILES if 2048 <= t["BLOCK_N"] * t["BLOCK_K"] <= 8192 and t["BLOCK_N"] <= 8]
 
@@ -538,7 +540,7 @@ def matvec():
             continue
         x = torch.randn(1, k, generator=gen, device=DEV, dtype=dtype)
         every = MATVEC_TILES_8B if ARGS.model == "8b" else MATVEC_TILES
-        tiles = [t for t in sizes(every, [dict(BLOCK_N=8, BLOCK_K=64, num_warps=4, STAGES=1)])
+        tiles = [t for t in sizes(every, [ds.tiles(8, 64, 1)])
                  if t["BLOCK_K"] <= max(64, triton.next_power_of_2(k))]
         rows = matvec_table(name, n, k, None, tiles, gen, x, dtype)
         out[f"{name} bf16"] = rows
@@ -1034,14 +1036,29 @@ EARLIER_TILES = {(3072, 2048, 2): (2, 1024, 1), (2048, 2048, 2): (2, 1024, 1), (
 @item
 def earlier_tiles():
     """20. LLAMA_1B's bf16 tiles: the table's against the earlier ones, for every shape and one shape at a time"""
-    earlier = {key: {"BLOCK_N": n, "BLOCK_K": k, "num_warps": 4, "STAGES": stages}
-               for key, (n, k, stages) in EARLIER_TILES.items()}
+    earlier = {key: ds.tiles(*tile) for key, tile in EARLIER_TILES.items()}
     names = {(n, k, 2): name for name, (n, k) in weight_shapes(LLAMA_1B).items()}
     variants = {"the table's tiles": contextlib.nullcontext,
                 "the earlier tiles for every shape": lambda: mock.patch.object(ds, "TUNED", {**ds.TUNED, **earlier})}
     for key, cfg in earlier.items():
         variants[f"the earlier tiles for {names[key]}"] = (
             lambda key=key, cfg=cfg: mock.patch.object(ds, "TUNED", {**ds.TUNED, key: cfg}))
+    return step_variants(variants, models=sizes((("LLAMA_1B", LLAMA_1B),), (("TINY", TINY),)))
+
+
+# every four-row tile: the twelfth pass's sweep tuned each weight alone, where one shape's best may differ in the step
+FOUR_ROW_TILES = [(4, block_k, stages) for block_k in (512, 1024, 2048) for stages in (1, 2, 3)]
+
+
+@item
+def four_row_tiles():
+    """21. LLAMA_1B's bf16 tiles in the step, one shape at a time: four rows a program, BLOCK_K 512-2048, 1-3 stages"""
+    variants = {"the table's tiles": contextlib.nullcontext}
+    for name, (n, k) in weight_shapes(LLAMA_1B).items():
+        for tile in sizes(FOUR_ROW_TILES, FOUR_ROW_TILES[:1]):
+            if ds.TUNED[(n, k, 2)] != ds.tiles(*tile):
+                variants[f"{name} at {tile}"] = (
+                    lambda key=(n, k, 2), tile=tile: mock.patch.object(ds, "TUNED", {**ds.TUNED, key: ds.tiles(*tile)}))
     return step_variants(variants, models=sizes((("LLAMA_1B", LLAMA_1B),), (("TINY", TINY),)))
 
 
@@ -1100,7 +1117,7 @@ def main(argv=None) -> int:
           f"triton {triton.__version__}" + (f"; {calibrate.ceilings()}" if DEV == "cuda" else ""), flush=True)
     for run in (correctness, model, matvec, graded, long_context, paged, model_shapes, batch_sweep, pdl,
                 step_splits, one_launch, attention_forms, attention_plans, attention_loads, early_trigger,
-                rule_tiles_and_trigger, step_ends, left_out, hops, earlier_tiles):
+                rule_tiles_and_trigger, step_ends, left_out, hops, earlier_tiles, four_row_tiles):
         run()
     print(f"\ndone in {time.monotonic() - START:.0f} s")
     if parsed.out:

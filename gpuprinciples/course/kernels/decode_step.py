@@ -130,8 +130,14 @@ def _multiply_add(acc, squares, w, x_rows, ks, live_k, live_m, K, Norm, PROLOGUE
 # Tiles
 # -------------------------------------------------------------------------------------------------
 
+
+def tiles(block_n: int, block_k: int, stages: int, num_warps: int = 4) -> dict:
+    """A config of `fused_linear`'s tiles: BLOCK_N weight rows a program, BLOCK_K columns a step, STAGES deep."""
+    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": num_warps, "STAGES": stages}
+
+
 # Under the interpreter every tile is a NumPy call: few, large ones.
-CPU_CONFIG = {"BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 4, "STAGES": 1}
+CPU_CONFIG = tiles(64, 128, 1)
 # Tuned tiles per weight shape, (N, K, bytes per weight) -> config, for the GPU they were tuned on
 # (tools/tune_decode.py prints the table); shapes not listed get `gpu_config`'s rule. LLAMA_1B's five
 # weights on an H200: int8 from docs/decoding-h200.md, run 2 (the graphed step 1.064 -> 0.994 ms); bf16 retuned
@@ -144,9 +150,7 @@ _TUNED_TILES = {  # (BLOCK_N, BLOCK_K, STAGES), 4 warps each
     (2048, 8192, 2): (4, 2048, 3), (2048, 8192, 1): (4, 1024, 3),
     (128256, 2048, 2): (4, 1024, 1), (128256, 2048, 1): (32, 256, 3),
 }
-TUNED: dict[tuple[int, int, int], dict] = {
-    shape: {"BLOCK_N": n, "BLOCK_K": k, "num_warps": 4, "STAGES": stages}
-    for shape, (n, k, stages) in _TUNED_TILES.items()}
+TUNED: dict[tuple[int, int, int], dict] = {shape: tiles(*tile) for shape, tile in _TUNED_TILES.items()}
 PROGRAMS_PER_SM = 4  # the rule's aim: about this many programs per SM, for enough weight bytes in flight
 TILE_BYTES = 16384  # and a weight tile of about this many bytes per program and step of the loop
 MAX_TILE_ELEMENTS = 8192  # fp32 products a program holds (BLOCK_M · BLOCK_N · BLOCK_K, 4 warps): 64 per thread
@@ -159,7 +163,7 @@ def gpu_config(n: int, k: int, weight_bytes: int, sms: int) -> dict:
         block_n *= 2
     block_k = max(64, min(triton.next_power_of_2(k), TILE_BYTES // (block_n * weight_bytes),
                           MAX_TILE_ELEMENTS // block_n))
-    return {"BLOCK_N": block_n, "BLOCK_K": block_k, "num_warps": 4, "STAGES": 3}
+    return tiles(block_n, block_k, 3)
 
 
 def config_for(x: torch.Tensor, w: torch.Tensor) -> dict:
