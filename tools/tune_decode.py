@@ -1028,6 +1028,11 @@ def hops():
     return out
 
 
+def with_tiles(changes: dict):
+    """A variant for step_variants: fused_linear's table with `changes` ((n, k, 2) -> tiles(...)) in place."""
+    return lambda: mock.patch.object(ds, "TUNED", {**ds.TUNED, **changes})
+
+
 # LLAMA_1B's bf16 tiles before the twelfth pass: (BLOCK_N, BLOCK_K, STAGES), 4 warps
 EARLIER_TILES = {(3072, 2048, 2): (2, 1024, 1), (2048, 2048, 2): (2, 1024, 1), (16384, 2048, 2): (2, 1024, 1),
                  (2048, 8192, 2): (4, 1024, 3), (128256, 2048, 2): (2, 1024, 1)}
@@ -1039,10 +1044,9 @@ def earlier_tiles():
     earlier = {key: ds.tiles(*tile) for key, tile in EARLIER_TILES.items()}
     names = {(n, k, 2): name for name, (n, k) in weight_shapes(LLAMA_1B).items()}
     variants = {"the table's tiles": contextlib.nullcontext,
-                "the earlier tiles for every shape": lambda: mock.patch.object(ds, "TUNED", {**ds.TUNED, **earlier})}
+                "the earlier tiles for every shape": with_tiles(earlier)}
     for key, cfg in earlier.items():
-        variants[f"the earlier tiles for {names[key]}"] = (
-            lambda key=key, cfg=cfg: mock.patch.object(ds, "TUNED", {**ds.TUNED, key: cfg}))
+        variants[f"the earlier tiles for {names[key]}"] = with_tiles({key: cfg})
     return step_variants(variants, models=sizes((("LLAMA_1B", LLAMA_1B),), (("TINY", TINY),)))
 
 
@@ -1057,8 +1061,7 @@ def four_row_tiles():
     for name, (n, k) in weight_shapes(LLAMA_1B).items():
         for tile in sizes(FOUR_ROW_TILES, FOUR_ROW_TILES[:1]):
             if ds.TUNED[(n, k, 2)] != ds.tiles(*tile):
-                variants[f"{name} at {tile}"] = (
-                    lambda key=(n, k, 2), tile=tile: mock.patch.object(ds, "TUNED", {**ds.TUNED, key: ds.tiles(*tile)}))
+                variants[f"{name} at {tile}"] = with_tiles({(n, k, 2): ds.tiles(*tile)})
     return step_variants(variants, models=sizes((("LLAMA_1B", LLAMA_1B),), (("TINY", TINY),)))
 
 
